@@ -1,0 +1,170 @@
+/*
+ * twheel: a hierarchical timing wheel for event loops.
+ *
+ * One wheel per loop keeps any number of timers while the loop itself holds
+ * one timer: ask tw_next_expiry() when to wake, call tw_advance() when woken.
+ * The wheel knows nothing about clocks: time is an unsigned 64-bit tick count
+ * in the caller's unit (the adapters use milliseconds).
+ *
+ * Guarantees (the numbered rules of the design contract):
+ *  - never early: a timer fires in the first tw_advance(now) with
+ *    now >= deadline, exact to the tick whatever level it waited in;
+ *  - FIFO: one advance runs callbacks in deadline order, equal deadlines in
+ *    the order of their latest start (start, start_at, again, repeat re-arm);
+ *  - O(1) start, stop and re-arm; tw_advance and tw_next_expiry cost
+ *    O(levels + timers fired + timers cascaded), never O(ticks elapsed);
+ *  - no allocation after tw_wheel_new, no global state.
+ *
+ * A wheel is single-threaded, like the loop that drives it. Errors are
+ * negative errno values (-EINVAL); 0 is success; tw_strerror() names them.
+ */
+#ifndef TWHEEL_H
+#define TWHEEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && defined(TW_BUILDING)
+#define TW_EXTERN __attribute__((visibility("default")))
+#else
+#define TW_EXTERN
+#endif
+
+#define TW_NEVER UINT64_MAX /* tw_next_expiry(): nothing pending */
+#define TW_ALL SIZE_MAX     /* tw_advance(): no budget */
+
+typedef struct tw_wheel tw_wheel; /* opaque, one per loop */
+typedef struct tw_timer tw_timer; /* caller-owned, embed it in your struct */
+typedef void (*tw_timer_cb)(tw_timer *timer);
+
+/* Doubly-linked list node; private to the wheel. */
+struct tw__link {
+  struct tw__link *next;
+  struct tw__link *prev;
+};
+
+/*
+ * A timer. Embed it anywhere; the wheel never allocates or frees it.
+ * Only `data` is yours; read everything else through the functions below.
+ * Call tw_timer_init() before any other use: a timer that was never
+ * initialised (zeroed memory included) is refused with -EINVAL.
+ */
+struct tw_timer {
+  void *data; /* public: for the caller */
+
+  /* private */
+  struct tw__link tw__link; /* in a slot, the due list or the firing list */
+  tw_timer_cb tw__cb;       /* NULL until the first start */
+  uint64_t tw__deadline;    /* absolute; may be later than the slot it sits in */
+  uint64_t tw__repeat;
+  uint64_t tw__order; /* start sequence << 8 | state */
+};
+
+/* Creates a wheel whose time starts at `now`. NULL when out of memory. */
+TW_EXTERN tw_wheel *tw_wheel_new(uint64_t now);
+
+/*
+ * Frees the wheel. NULL is a no-op. Every timer still active becomes
+ * inactive and is never called; its memory is the caller's again.
+ * Called from inside one of this wheel's callbacks, the timers are released
+ * at once and the memory when that tw_advance() returns.
+ */
+TW_EXTERN void tw_wheel_free(tw_wheel *w);
+
+/* Time of the latest advance (or of tw_wheel_new). 0 for NULL. */
+TW_EXTERN uint64_t tw_now(const tw_wheel *w);
+
+/* Number of active timers (one-shot or repeating, due or not). 0 for NULL. */
+TW_EXTERN size_t tw_count(const tw_wheel *w);
+
+/* Resets `t` to never started, repeat 0, inactive. Do not call it on an
+ * active timer (stop it first): the wheel would keep a dangling link. */
+TW_EXTERN void tw_timer_init(tw_timer *t);
+
+/*
+ * Arms `t` to call `cb` at tw_now(w) + timeout, then every `repeat` ticks if
+ * repeat > 0. The deadline saturates at TW_NEVER - 1. Starting an active
+ * timer re-arms it: the old deadline is forgotten and the timer counts as
+ * started now for the FIFO order. Moving a deadline later is a store: the
+ * timer is re-filed only when its old slot comes due.
+ * A timer started while tw_advance() runs never fires in that same call.
+ * A timer belongs to the wheel it was started on until it is stopped or
+ * fires; passing it to another wheel meanwhile is undefined.
+ * Returns 0, or -EINVAL for a NULL argument or an uninitialised timer
+ * (nothing changed).
+ */
+TW_EXTERN int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                             uint64_t timeout, uint64_t repeat);
+
+/*
+ * Like tw_timer_start() with an absolute deadline (saturated at
+ * TW_NEVER - 1). A deadline at or before tw_now(w) is kept as given and
+ * fires at the next advance, in deadline order.
+ */
+TW_EXTERN int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                uint64_t deadline, uint64_t repeat);
+
+/* Makes `t` inactive; stopping an inactive timer is a no-op returning 0.
+ * -EINVAL for NULL or an uninitialised timer. After it returns the timer's
+ * memory may be freed. */
+TW_EXTERN int tw_timer_stop(tw_wheel *w, tw_timer *t);
+
+/*
+ * libuv's uv_timer_again(): a timer with repeat > 0 is re-armed at
+ * tw_now(w) + repeat (started or not); with repeat 0 nothing happens and 0 is
+ * returned. -EINVAL if the timer was never started (no callback yet), or for
+ * NULL arguments.
+ */
+TW_EXTERN int tw_timer_again(tw_wheel *w, tw_timer *t);
+
+/* Sets the period used from the next re-arm on; the current deadline stays.
+ * NULL is a no-op. */
+TW_EXTERN void tw_timer_set_repeat(tw_timer *t, uint64_t repeat);
+
+/* The period; 0 for a one-shot timer or NULL. */
+TW_EXTERN uint64_t tw_timer_get_repeat(const tw_timer *t);
+
+/* 1 if armed (inside its own callback: 1 only for a repeating timer). */
+TW_EXTERN int tw_timer_is_active(const tw_timer *t);
+
+/* Absolute deadline, TW_NEVER when inactive (or NULL). */
+TW_EXTERN uint64_t tw_timer_deadline(const tw_timer *t);
+
+/*
+ * When the caller must call tw_advance() next: the earliest deadline of any
+ * active timer, TW_NEVER when none is active (or for NULL). When an advance
+ * stopped at its budget, the result is <= tw_now(w).
+ * The value is exact: a timer stopped or moved later after this call makes
+ * the answer a time at which nothing fires (a "wasted wakeup"), which the
+ * next call corrects. It may re-file timers whose deadlines were moved later
+ * (hence the non-const wheel); that work is paid for by those moves.
+ */
+TW_EXTERN uint64_t tw_next_expiry(tw_wheel *w);
+
+/*
+ * Sets the time to `now` (a value before tw_now(w) counts as tw_now(w): time
+ * never runs backwards) and runs the callbacks of every timer whose deadline
+ * is <= now, in deadline order, equal deadlines by latest start. Runs at most
+ * `max_fire` callbacks (TW_ALL: no budget); what is left fires first at the
+ * next advance. With max_fire 0 time still moves and nothing runs.
+ * Before a callback runs, a repeating timer is re-armed at now + repeat
+ * (missed periods collapse) and a one-shot timer becomes inactive. Callbacks
+ * may start, stop and (once stopped or fired) free any timer; a timer stopped
+ * or re-armed before its turn does not fire in this call. A callback that
+ * calls tw_advance() on the same wheel gets 0 and changes nothing.
+ * Returns the number of callbacks run (0 for NULL).
+ */
+TW_EXTERN size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire);
+
+/* A static English message for 0 or a negative errno from this library. */
+TW_EXTERN const char *tw_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TWHEEL_H */

@@ -1,0 +1,161 @@
+/*
+ * tw_advance: move time forward, collect what is due in firing order, then
+ * run the callbacks. Collecting first is what makes rule 5 hold: a timer
+ * started by a callback is filed against the new now and waits for the next
+ * advance, whatever its deadline.
+ */
+#include "wheel.h"
+
+#include <stdlib.h>
+
+void tw__due_insert(tw_wheel *w, tw_timer *t) {
+  tw_link *after = w->due.prev;
+  while (after != &w->due && tw__fires_before(t, TW_TIMER_OF(after)))
+    after = after->prev;
+  tw__list_insert_before(after->next, &t->tw__link);
+  tw__set_state(t, TW_DUE);
+}
+
+void tw__due_merge(tw_wheel *w, tw_link *from) {
+  tw_link *cursor = w->due.next;
+  while (!tw__list_empty(from)) {
+    tw_timer *t = tw__list_first(from);
+    while (cursor != &w->due && tw__fires_before(TW_TIMER_OF(cursor), t))
+      cursor = cursor->next;
+    tw__list_unlink(&t->tw__link);
+    tw__list_insert_before(cursor, &t->tw__link);
+    tw__set_state(t, TW_DUE);
+  }
+}
+
+/* Merges two NULL-terminated sorted chains linked by `next`. */
+static tw_link *merge(tw_link *earlier, tw_link *later) {
+  tw_link result, *tail = &result;
+  while (earlier && later) {
+    if (tw__fires_before(TW_TIMER_OF(later), TW_TIMER_OF(earlier))) {
+      tail->next = later;
+      later = later->next;
+    } else {
+      tail->next = earlier;
+      earlier = earlier->next;
+    }
+    tail = tail->next;
+  }
+  tail->next = earlier ? earlier : later;
+  return result.next;
+}
+
+static int is_sorted(const tw_link *head) {
+  for (const tw_link *node = head->next; node->next != head; node = node->next)
+    if (tw__fires_before(TW_TIMER_OF(node->next), TW_TIMER_OF(node)))
+      return 0;
+  return 1;
+}
+
+/*
+ * Natural merge sort: cut the list into its sorted runs and merge them like a
+ * binary counter (pending[k] holds 2^k runs), so a list that is sorted but for
+ * a few timers costs little more than the check.
+ */
+void tw__list_sort(tw_link *head) {
+  tw_link *pending[64] = {NULL};
+  tw_link *node, *sorted = NULL;
+  unsigned k;
+
+  if (tw__list_empty(head) || is_sorted(head))
+    return;
+  head->prev->next = NULL;
+  node = head->next;
+  while (node) {
+    tw_link *run = node;
+    while (node->next &&
+           !tw__fires_before(TW_TIMER_OF(node->next), TW_TIMER_OF(node)))
+      node = node->next;
+    tw_link *rest = node->next;
+    node->next = NULL;
+    node = rest;
+    for (k = 0; pending[k]; k++) {
+      run = merge(pending[k], run);
+      pending[k] = NULL;
+    }
+    pending[k] = run;
+  }
+  for (k = 0; k < 64; k++)
+    if (pending[k])
+      sorted = merge(pending[k], sorted);
+
+  tw_link *prev = head;
+  for (node = sorted; node; node = node->next) {
+    node->prev = prev;
+    prev->next = node;
+    prev = node;
+  }
+  prev->next = head;
+  head->prev = prev;
+}
+
+/*
+ * Moves the wheel to `now` and every timer due by then onto w->firing, in
+ * firing order. Time jumps from one earliest deadline to the next, so empty
+ * stretches cost nothing; at each stop only the slot holding that deadline
+ * comes due (all lower levels are empty, all other slots lie later).
+ */
+static void collect_due(tw_wheel *w, uint64_t now) {
+  unsigned level, s;
+
+  for (tw_link *node = w->due.next; node != &w->due; node = node->next)
+    tw__set_state(TW_TIMER_OF(node), TW_FIRING);
+  tw__list_splice(&w->firing, &w->due);
+
+  while (tw__earliest_slot(w, &level, &s)) {
+    uint64_t earliest = w->slot_min[level][s];
+    if (earliest > now) {
+      if (tw__slot_start(w->now, level, s) <= now) { /* now enters it */
+        w->now = now;
+        tw__refile_slot(w, level, s, NULL);
+      }
+      break;
+    }
+    tw_link batch; /* every timer due at `earliest` */
+    tw__list_init(&batch);
+    w->now = earliest;
+    tw__refile_slot(w, level, s, &batch);
+    tw__list_sort(&batch);
+    tw__list_splice(&w->firing, &batch);
+  }
+  w->now = now;
+}
+
+static size_t run_callbacks(tw_wheel *w, size_t max_fire) {
+  size_t ran = 0;
+  while (ran < max_fire && !tw__list_empty(&w->firing)) {
+    tw_timer *t = tw__list_first(&w->firing);
+    tw__disarm(w, t);
+    if (t->tw__repeat)
+      tw__arm(w, t, tw__saturating_add(w->now, t->tw__repeat));
+    ran++;
+    t->tw__cb(t); /* t may be freed from here on unless still active */
+    if (w->free_pending)
+      break;
+  }
+  return ran;
+}
+
+size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire) {
+  size_t ran;
+
+  if (!w || w->advancing)
+    return 0;
+  if (now < w->now)
+    now = w->now;
+  collect_due(w, now);
+  w->advancing = 1;
+  ran = run_callbacks(w, max_fire);
+  w->advancing = 0;
+  if (w->free_pending) {
+    free(w);
+    return ran;
+  }
+  tw__due_merge(w, &w->firing); /* what the budget left fires first next time */
+  return ran;
+}

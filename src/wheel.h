@@ -1,0 +1,122 @@
+/*
+ * The wheel's data layout, shared by the core's source files.
+ *
+ * Time is cut into 6-bit digits. Level L holds 64 slots, one per value of
+ * digit L. A timer with deadline d > now is filed at the level of the highest
+ * digit where d and now differ, in the slot named by d's digit there:
+ *
+ *   INVARIANT: every timer in level L shares now's digits above L and has a
+ *   larger digit at L than now has. (Its deadline may since have moved later:
+ *   see "stale" below.)
+ *
+ * So the slots of a level hold disjoint, increasing ranges of time, all of
+ * them after now; every timer of level L is due before every timer of level
+ * L + 1; and the earliest timers are in the lowest occupied slot of the
+ * lowest occupied level. When now reaches a slot's range the slot "comes
+ * due": its timers are re-filed against the new now, into lower levels, or
+ * collected to fire when their deadline is reached. Each timer cascades at
+ * most once per level, and 11 levels cover the whole 64-bit range.
+ *
+ * Moving a deadline later is a store: the timer stays where it is, "stale",
+ * and is re-filed when its slot comes due. Each slot keeps `slot_min`, a
+ * lower bound of the deadlines in it that is exact unless the slot is
+ * marked dirty (its earliest timer was stopped or moved later). A dirty slot
+ * is re-filed before its bound is trusted, which makes tw_next_expiry exact.
+ *
+ * Timers due at or before now wait in `due` for the next advance, sorted by
+ * (deadline, start sequence); the advance running now fires from `firing`.
+ */
+#ifndef TW_WHEEL_H
+#define TW_WHEEL_H
+
+#include <stdint.h>
+
+#include "list.h"
+#include "twheel.h"
+
+#define TW_LEVEL_BITS 6
+#define TW_SLOTS (1u << TW_LEVEL_BITS)
+#define TW_LEVELS ((64 + TW_LEVEL_BITS - 1) / TW_LEVEL_BITS)
+#define TW_SLOT_COUNT (TW_LEVELS * TW_SLOTS)
+#define TW_MAX_DEADLINE (TW_NEVER - 1)
+
+/* A timer's state, in the low byte of tw__order; any other value there
+ * means tw_timer_init() was never called. */
+enum tw_state {
+  TW_IDLE = 0xa1,    /* inactive */
+  TW_SLOTTED = 0xa2, /* in a wheel slot, deadline > now */
+  TW_DUE = 0xa3,     /* in w->due, deadline <= now, fires at the next advance */
+  TW_FIRING = 0xa4   /* in w->firing, fires in the advance running now */
+};
+
+struct tw_wheel {
+  uint64_t now;
+  uint64_t next_seq; /* start sequence: orders equal deadlines */
+  size_t count;      /* active timers */
+  int advancing;     /* inside tw_advance: callbacks may be running */
+  int free_pending;  /* tw_wheel_free was called from a callback */
+  uint64_t occupied[TW_LEVELS]; /* bit s: slot s is not empty */
+  uint64_t dirty[TW_LEVELS];    /* bit s: slot_min may be below the minimum */
+  uint64_t slot_min[TW_LEVELS][TW_SLOTS];
+  tw_link slots[TW_SLOT_COUNT]; /* level L, slot s at L * TW_SLOTS + s */
+  tw_link due;
+  tw_link firing;
+};
+
+static inline unsigned tw__state(const tw_timer *t) {
+  return (unsigned)(t->tw__order & 0xff);
+}
+
+static inline uint64_t tw__seq(const tw_timer *t) {
+  return t->tw__order >> 8;
+}
+
+static inline void tw__set_state(tw_timer *t, enum tw_state s) {
+  t->tw__order = (t->tw__order & ~(uint64_t)0xff) | (uint64_t)s;
+}
+
+static inline int tw__is_valid(const tw_timer *t) {
+  unsigned s = tw__state(t);
+  return s >= TW_IDLE && s <= TW_FIRING;
+}
+
+/* Fires before `b` in one advance: earlier deadline, then earlier start. */
+static inline int tw__fires_before(const tw_timer *a, const tw_timer *b) {
+  return a->tw__deadline < b->tw__deadline ||
+         (a->tw__deadline == b->tw__deadline && tw__seq(a) < tw__seq(b));
+}
+
+static inline uint64_t tw__saturating_add(uint64_t base, uint64_t delta) {
+  if (base >= TW_MAX_DEADLINE || delta > TW_MAX_DEADLINE - base)
+    return TW_MAX_DEADLINE;
+  return base + delta;
+}
+
+/* Arms `t` (idle or not) for `deadline` as a new start. */
+void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline);
+
+/* Unlinks an active timer from wherever it waits and makes it idle. */
+void tw__disarm(tw_wheel *w, tw_timer *t);
+
+/* Re-files every timer of slot `s` of level `level` against w->now; timers
+ * due by then go to the tail of `collected` (as TW_FIRING) when it is not
+ * NULL. Leaves the slot clean. */
+void tw__refile_slot(tw_wheel *w, unsigned level, unsigned s, tw_link *collected);
+
+/* Finds the slot holding the earliest deadline (re-filing dirty candidates
+ * first, so its slot_min is exact). Returns 0 when no slot is occupied. */
+int tw__earliest_slot(tw_wheel *w, unsigned *level, unsigned *s);
+
+/* First time inside slot `s` of `level`, given now's higher digits. */
+uint64_t tw__slot_start(uint64_t now, unsigned level, unsigned s);
+
+/* Inserts an idle-made timer with deadline <= now into w->due, in order. */
+void tw__due_insert(tw_wheel *w, tw_timer *t);
+
+/* Moves every timer of `from` (sorted) into w->due, keeping w->due sorted. */
+void tw__due_merge(tw_wheel *w, tw_link *from);
+
+/* Sorts a list by tw__fires_before; linear when already sorted. */
+void tw__list_sort(tw_link *head);
+
+#endif /* TW_WHEEL_H */
