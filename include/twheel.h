@@ -160,6 +160,17 @@ TW_EXTERN uint64_t tw_next_expiry(tw_wheel *w);
  */
 TW_EXTERN size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire);
 
+/*
+ * Counters kept by the loop adapters (tw_uv_stats, tw_ev_stats) about their
+ * one loop timer. The core itself keeps none.
+ */
+typedef struct tw_stats {
+  uint64_t wakeups;       /* the loop timer fired */
+  uint64_t empty_wakeups; /* ... and no twheel callback ran */
+  uint64_t fired;         /* twheel callbacks run */
+  uint64_t rearms;        /* the loop timer was started again or stopped */
+} tw_stats;
+
 /* A static English message for 0 or a negative errno from this library. */
 TW_EXTERN const char *tw_strerror(int err);
 
