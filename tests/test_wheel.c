@@ -1,13 +1,528 @@
-#include <criterion/criterion.h>
-#include <twheel.h>
-static int fired;
-static void cb(tw_timer *t) { (void)t; fired++; }
-Test(wheel, smoke) {
-  tw_wheel *w = tw_wheel_new(0);
-  tw_timer t; tw_timer_init(&t);
-  cr_assert_eq(tw_timer_start(w, &t, cb, 100, 0), 0);
-  cr_assert_eq(tw_next_expiry(w), 100);
-  cr_assert_eq(tw_advance(w, 99, TW_ALL), 0);
-  cr_assert_eq(tw_advance(w, 100, TW_ALL), 1);
-  tw_wheel_free(w);
+/*
+ * The core contract, rule by rule (DESIGN.md "Semantics"), plus level edges,
+ * huge jumps, bad input and the wheel's lifetime. Virtual time: exact.
+ * Ordering and re-entrancy (rules 2, 5, 6) are in test_order.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "record.h"
+
+TestSuite(wheel, .init = wheel_setup, .fini = wheel_teardown);
+
+/* Offsets at and around every level edge the issue names. */
+static const uint64_t edges[] = {
+    1, 2, 62, 63, 64, 65, 127, 128, 4095, 4096, 4097, 262143, 262144,
+    (uint64_t)1 << 24, (uint64_t)1 << 30, (uint64_t)1 << 36,
+    ((uint64_t)1 << 36) + 1, ((uint64_t)1 << 48) - 1, (uint64_t)1 << 48,
+    (uint64_t)1 << 60, ((uint64_t)1 << 63) + 12345,
+};
+
+/* Starting points: aligned, mid-digit, and just below digit rollovers. */
+static const uint64_t bases[] = {0, 1, 63, 1000003, 4095, 262143,
+                                 ((uint64_t)1 << 40) - 5};
+
+/* Rule 1 at every level: nothing before the deadline, even when time stops
+ * at each point where a slot holding the timer comes due (the cascades),
+ * then the timer fires at exactly the deadline. */
+Test(wheel, rule1_fires_exactly_at_deadline_at_every_level_edge) {
+  for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
+    for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++) {
+      struct probe p;
+      tw_wheel *w = tw_wheel_new(bases[b]);
+      wheel_ = w;
+      probes_init(&p, 1);
+      start(&p, edges[e], 0);
+      uint64_t deadline = bases[b] + edges[e];
+      cr_assert_eq(tw_timer_deadline(&p.timer), deadline);
+      cr_assert_eq(tw_next_expiry(w), deadline);
+      /* Stop at every digit boundary between now and the deadline. */
+      for (unsigned bits = 60; bits >= 6; bits -= 6) {
+        uint64_t boundary = deadline & ~(((uint64_t)1 << bits) - 1);
+        if (boundary > tw_now(w) && boundary < deadline) {
+          cr_assert_eq(tw_advance(w, boundary, TW_ALL), 0,
+                       "base %llu offset %llu fired early at %llu",
+                       (unsigned long long)bases[b],
+                       (unsigned long long)edges[e],
+                       (unsigned long long)boundary);
+          cr_assert_eq(tw_next_expiry(w), deadline);
+        }
+      }
+      cr_assert_eq(tw_advance(w, deadline - 1, TW_ALL), 0);
+      cr_assert_eq(tw_next_expiry(w), deadline);
+      cr_assert_eq(tw_advance(w, deadline, TW_ALL), 1,
+                   "base %llu offset %llu did not fire at its deadline",
+                   (unsigned long long)bases[b], (unsigned long long)edges[e]);
+      cr_assert_eq(log_[0].now, deadline);
+      log_len = 0;
+      cr_assert_eq(tw_count(w), 0);
+      cr_assert_eq(tw_next_expiry(w), TW_NEVER);
+      tw_wheel_free(w);
+    }
+  }
+  wheel_ = tw_wheel_new(0); /* for the teardown */
+}
+
+/* Rule 1 tick by tick across a level-0 to level-2 span. */
+Test(wheel, rule1_never_early_stepping_one_tick_at_a_time) {
+  static const uint64_t timeouts[] = {63, 64, 65, 4095, 4096, 4100};
+  enum { N = sizeof timeouts / sizeof timeouts[0] };
+  static struct probe p[N];
+  probes_init(p, N);
+  for (int i = 0; i < N; i++)
+    start(&p[i], timeouts[i], 0);
+  for (uint64_t now = 1; now <= 5000; now++) {
+    tw_advance(wheel_, now, TW_ALL);
+    for (size_t i = 0; i < log_len; i++)
+      cr_assert_eq(timeouts[log_[i].id], now, "timer due %llu fired at %llu",
+                   (unsigned long long)timeouts[log_[i].id],
+                   (unsigned long long)now);
+    log_len = 0;
+  }
+  cr_assert_eq(tw_count(wheel_), 0);
+}
+
+/* Huge jumps: 1,000 timers spread over 10^9 ticks all fire in one advance,
+ * in deadline order. */
+Test(wheel, huge_jump_fires_everything_in_deadline_order) {
+  enum { N = 1000 };
+  static struct probe p[N];
+  uint64_t state = 12345;
+  probes_init(p, N);
+  for (int i = 0; i < N; i++) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    start(&p[i], (state >> 11) % 1000000000u, 0);
+  }
+  cr_assert_eq(tw_advance(wheel_, 1000000000, TW_ALL), N);
+  for (int i = 1; i < N; i++) {
+    uint64_t before = p[log_[i - 1].id].timer.tw__deadline;
+    uint64_t after = p[log_[i].id].timer.tw__deadline;
+    cr_assert_leq(before, after, "position %d out of deadline order", i);
+    if (before == after)
+      cr_assert_lt(log_[i - 1].id, log_[i].id);
+  }
+  cr_assert_eq(tw_count(wheel_), 0);
+}
+
+/* Huge jumps in steps: timers across 2^20..2^50, advanced in uneven strides,
+ * each fires in the first advance that reaches it and never before. */
+Test(wheel, huge_jumps_in_strides_fire_each_timer_in_first_advance_past_it) {
+  enum { N = 300 };
+  static struct probe p[N];
+  uint64_t deadline[N], state = 99;
+  probes_init(p, N);
+  for (int i = 0; i < N; i++) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    deadline[i] = (state >> 14) & (((uint64_t)1 << 50) - 1);
+    start_at(&p[i], deadline[i]);
+  }
+  uint64_t now = 0;
+  while (tw_count(wheel_)) {
+    uint64_t before = now;
+    now += ((uint64_t)1 << 41) / 7 + 13;
+    tw_advance(wheel_, now, TW_ALL);
+    for (size_t i = 0; i < log_len; i++) {
+      uint64_t d = deadline[log_[i].id];
+      cr_assert(d > before && d <= now, "timer %d due %llu fired in (%llu, %llu]",
+                log_[i].id, (unsigned long long)d, (unsigned long long)before,
+                (unsigned long long)now);
+    }
+    log_len = 0;
+  }
+}
+
+/* Rule 3: relative to tw_now, saturating at TW_NEVER - 1. */
+Test(wheel, rule3_timeouts_are_relative_and_saturate) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  tw_advance(wheel_, 1000, TW_ALL);
+  start(&p[0], 5, 0);
+  cr_assert_eq(tw_timer_deadline(&p[0].timer), 1005);
+  start(&p[1], UINT64_MAX, 0);
+  cr_assert_eq(tw_timer_deadline(&p[1].timer), TW_NEVER - 1);
+  start(&p[2], UINT64_MAX - 999, 0); /* 1000 + that = TW_NEVER exactly */
+  cr_assert_eq(tw_timer_deadline(&p[2].timer), TW_NEVER - 1);
+  cr_assert_eq(tw_count(wheel_), 3);
+
+  cr_assert_eq(tw_advance(wheel_, TW_NEVER - 2, TW_ALL), 1);
+  EXPECT_FIRED(0);
+  cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER - 1);
+  cr_assert_eq(tw_advance(wheel_, TW_NEVER - 1, TW_ALL), 2);
+  EXPECT_FIRED(1, 2);
+}
+
+Test(wheel, rule3_saturated_timer_counts_and_fires_only_at_never_minus_one) {
+  static struct probe p;
+  tw_wheel_free(wheel_);
+  wheel_ = tw_wheel_new(UINT64_MAX - 10);
+  probes_init(&p, 1);
+  start(&p, 100, 0);
+  cr_assert_eq(tw_timer_deadline(&p.timer), TW_NEVER - 1);
+  cr_assert_eq(tw_count(wheel_), 1);
+  cr_assert_eq(tw_advance(wheel_, TW_NEVER - 2, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, TW_NEVER, TW_ALL), 1);
+  EXPECT_FIRED(0);
+}
+
+Test(wheel, rule3_start_at_never_saturates) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start_at(&p, TW_NEVER);
+  cr_assert_eq(tw_timer_deadline(&p.timer), TW_NEVER - 1);
+  cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER - 1);
+}
+
+Test(wheel, rule3_start_at_in_the_past_keeps_deadline_fires_next_advance_in_order) {
+  static struct probe p[4];
+  probes_init(p, 4);
+  tw_advance(wheel_, 500, TW_ALL);
+  start_at(&p[0], 400);
+  start_at(&p[1], 100);
+  start_at(&p[2], 500);
+  start_at(&p[3], 100);
+  cr_assert_eq(tw_timer_deadline(&p[1].timer), 100);
+  cr_assert_eq(tw_next_expiry(wheel_), 100);
+  cr_assert_eq(tw_advance(wheel_, 500, TW_ALL), 4); /* same now: still fires */
+  EXPECT_FIRED(1, 3, 0, 2);
+}
+
+/* Rule 4: starting an active timer forgets the old deadline. */
+Test(wheel, rule4_restart_later_forgets_old_deadline) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start(&p, 100, 0);
+  start(&p, 5000, 0);
+  cr_assert_eq(tw_count(wheel_), 1);
+  cr_assert_eq(tw_timer_deadline(&p.timer), 5000);
+  cr_assert_eq(tw_advance(wheel_, 4999, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, 5000, TW_ALL), 1);
+  cr_assert_eq(tw_advance(wheel_, 100000, TW_ALL), 0);
+}
+
+Test(wheel, rule4_restart_earlier_fires_at_new_deadline_only) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start(&p, 5000, 0);
+  start(&p, 70, 0);
+  cr_assert_eq(tw_next_expiry(wheel_), 70);
+  cr_assert_eq(tw_advance(wheel_, 69, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, 70, TW_ALL), 1);
+  cr_assert_eq(tw_advance(wheel_, 10000, TW_ALL), 0);
+}
+
+/* Rule 4: a reset to a later deadline is a store. The other timers in the
+ * same slot, and the timer's own links, are left exactly as they were. */
+Test(wheel, rule4_reset_later_touches_no_other_timer) {
+  static struct probe p[3];
+  tw_timer before[3];
+  probes_init(p, 3);
+  for (int i = 0; i < 3; i++)
+    start(&p[i], 3000, 0); /* one level-1 slot */
+  for (int i = 0; i < 3; i++)
+    before[i] = p[i].timer;
+  start(&p[1], 3010, 0); /* the middle one: both neighbours would change */
+  cr_assert(memcmp(&before[0], &p[0].timer, sizeof(tw_timer)) == 0);
+  cr_assert(memcmp(&before[2], &p[2].timer, sizeof(tw_timer)) == 0);
+  cr_assert(memcmp(&before[1].tw__link, &p[1].timer.tw__link,
+                   sizeof p[1].timer.tw__link) == 0);
+  cr_assert_eq(tw_timer_deadline(&p[1].timer), 3010);
+  cr_assert_eq(tw_advance(wheel_, 3000, TW_ALL), 2);
+  EXPECT_FIRED(0, 2);
+  cr_assert_eq(tw_advance(wheel_, 3009, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, 3010, TW_ALL), 1);
+  EXPECT_FIRED(1);
+}
+
+/* Rule 4, repeated idle resets: never early, exact at the last deadline. */
+Test(wheel, rule4_many_resets_fire_once_at_the_last_deadline) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start(&p, 30000, 0);
+  for (uint64_t now = 10; now <= 20000; now += 10) {
+    cr_assert_eq(tw_advance(wheel_, now, TW_ALL), 0);
+    start(&p, 30000 + now % 700, 0);
+  }
+  uint64_t deadline = tw_timer_deadline(&p.timer);
+  cr_assert_eq(deadline, 20000 + 30000 + 20000 % 700);
+  cr_assert_eq(tw_next_expiry(wheel_), deadline);
+  cr_assert_eq(tw_advance(wheel_, deadline - 1, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, deadline, TW_ALL), 1);
+}
+
+/* Rule 7: the budget. */
+Test(wheel, rule7_budget_limits_callbacks_and_leftovers_fire_first) {
+  static struct probe p[6];
+  probes_init(p, 6);
+  for (int i = 0; i < 5; i++)
+    start(&p[i], 10 + (uint64_t)i, 0);
+  cr_assert_eq(tw_advance(wheel_, 100, 2), 2);
+  EXPECT_FIRED(0, 1);
+  cr_assert_leq(tw_next_expiry(wheel_), 100);
+  start(&p[5], 0, 0); /* due at 100, started after the leftovers */
+  cr_assert_eq(tw_count(wheel_), 4);
+  cr_assert_eq(tw_advance(wheel_, 100, 2), 2);
+  EXPECT_FIRED(2, 3);
+  cr_assert_eq(tw_advance(wheel_, 100, TW_ALL), 2);
+  EXPECT_FIRED(4, 5);
+  cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER);
+}
+
+Test(wheel, rule7_budget_zero_moves_time_and_runs_nothing) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start(&p, 10, 0);
+  cr_assert_eq(tw_advance(wheel_, 50, 0), 0);
+  cr_assert_eq(tw_now(wheel_), 50);
+  cr_assert_leq(tw_next_expiry(wheel_), 50);
+  cr_assert_eq(tw_advance(wheel_, 50, TW_ALL), 1);
+}
+
+Test(wheel, rule7_time_never_runs_backwards) {
+  static struct probe p;
+  probes_init(&p, 1);
+  tw_advance(wheel_, 1000, TW_ALL);
+  cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 0);
+  cr_assert_eq(tw_now(wheel_), 1000);
+  start(&p, 5, 0);
+  cr_assert_eq(tw_timer_deadline(&p.timer), 1005);
+  cr_assert_eq(tw_advance(wheel_, 1004, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, 0, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, 1005, TW_ALL), 1);
+}
+
+Test(wheel, rule7_now_inside_callbacks_is_the_clamped_advance_time) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start(&p[0], 10, 0);
+  start(&p[1], 4000, 0);
+  tw_advance(wheel_, 9000, TW_ALL);
+  cr_assert_eq(log_len, 2);
+  cr_assert_eq(log_[0].now, 9000);
+  cr_assert_eq(log_[1].now, 9000);
+}
+
+/* Rule 8: next expiry is the earliest deadline, TW_NEVER when idle. */
+Test(wheel, rule8_next_expiry_is_the_earliest_deadline_across_levels) {
+  static struct probe p[4];
+  probes_init(p, 4);
+  cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER);
+  start(&p[0], 300000, 0); /* level 3 */
+  cr_assert_eq(tw_next_expiry(wheel_), 300000);
+  start(&p[1], 5000, 0); /* level 2 */
+  start(&p[2], 70, 0);   /* level 1 */
+  start(&p[3], 4097, 0); /* level 2, earlier than p[1] in the same level */
+  cr_assert_eq(tw_next_expiry(wheel_), 70);
+  tw_timer_stop(wheel_, &p[2].timer);
+  cr_assert_eq(tw_next_expiry(wheel_), 4097);
+  tw_timer_stop(wheel_, &p[3].timer);
+  cr_assert_eq(tw_next_expiry(wheel_), 5000);
+}
+
+Test(wheel, rule8_next_expiry_is_exact_inside_a_slot_not_its_start) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start(&p, 4096 * 5 + 1234, 0); /* mid-slot at level 2 */
+  cr_assert_eq(tw_next_expiry(wheel_), 4096 * 5 + 1234);
+  tw_advance(wheel_, 4096 * 5, TW_ALL); /* its slot comes due: cascade */
+  cr_assert_eq(tw_next_expiry(wheel_), 4096 * 5 + 1234);
+}
+
+Test(wheel, rule8_next_expiry_follows_a_timer_moved_later) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start(&p[0], 4100, 0);
+  start(&p[1], 9000, 0);
+  start(&p[0], 8000, 0); /* stale in its old slot */
+  cr_assert_eq(tw_next_expiry(wheel_), 8000);
+  start(&p[0], 20000, 0);
+  cr_assert_eq(tw_next_expiry(wheel_), 9000);
+  cr_assert_eq(tw_advance(wheel_, 9000, TW_ALL), 1);
+  EXPECT_FIRED(1);
+  cr_assert_eq(tw_next_expiry(wheel_), 20000);
+}
+
+/* Rule 9: stop is idempotent; again's rules; bad arguments change nothing. */
+Test(wheel, rule9_stop_is_idempotent) {
+  static struct probe p;
+  probes_init(&p, 1);
+  cr_assert_eq(tw_timer_stop(wheel_, &p.timer), 0); /* never started */
+  start(&p, 10, 0);
+  cr_assert_eq(tw_timer_stop(wheel_, &p.timer), 0);
+  cr_assert_eq(tw_timer_stop(wheel_, &p.timer), 0);
+  cr_assert_eq(tw_count(wheel_), 0);
+  cr_assert_not(tw_timer_is_active(&p.timer));
+  cr_assert_eq(tw_timer_deadline(&p.timer), TW_NEVER);
+  cr_assert_eq(tw_advance(wheel_, 100, TW_ALL), 0);
+}
+
+Test(wheel, rule9_again_on_never_started_timer_is_einval) {
+  static struct probe p;
+  probes_init(&p, 1);
+  tw_timer_set_repeat(&p.timer, 10);
+  cr_assert_eq(tw_timer_again(wheel_, &p.timer), -EINVAL);
+  cr_assert_not(tw_timer_is_active(&p.timer));
+  cr_assert_eq(tw_count(wheel_), 0);
+}
+
+Test(wheel, rule9_again_with_repeat_zero_does_nothing) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start(&p[0], 50, 0);
+  cr_assert_eq(tw_timer_again(wheel_, &p[0].timer), 0);
+  cr_assert_eq(tw_timer_deadline(&p[0].timer), 50); /* still armed as it was */
+  start(&p[1], 50, 0);
+  tw_timer_stop(wheel_, &p[1].timer);
+  cr_assert_eq(tw_timer_again(wheel_, &p[1].timer), 0);
+  cr_assert_not(tw_timer_is_active(&p[1].timer)); /* still stopped */
+}
+
+Test(wheel, rule9_again_rearms_at_now_plus_repeat) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start(&p, 1000, 0);
+  tw_timer_stop(wheel_, &p.timer);
+  tw_timer_set_repeat(&p.timer, 30);
+  tw_advance(wheel_, 7, TW_ALL);
+  cr_assert_eq(tw_timer_again(wheel_, &p.timer), 0);
+  cr_assert_eq(tw_timer_deadline(&p.timer), 37);
+  cr_assert_eq(tw_timer_get_repeat(&p.timer), 30);
+  cr_assert_eq(tw_advance(wheel_, 37, TW_ALL), 1);
+  cr_assert_eq(tw_timer_deadline(&p.timer), 67);
+}
+
+Test(wheel, rule9_null_arguments_are_einval_and_change_nothing) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start(&p, 40, 0);
+  tw_timer copy = p.timer;
+  cr_assert_eq(tw_timer_start(NULL, &p.timer, probe_cb, 5, 0), -EINVAL);
+  cr_assert_eq(tw_timer_start(wheel_, NULL, probe_cb, 5, 0), -EINVAL);
+  cr_assert_eq(tw_timer_start(wheel_, &p.timer, NULL, 5, 0), -EINVAL);
+  cr_assert_eq(tw_timer_start_at(NULL, &p.timer, probe_cb, 5, 0), -EINVAL);
+  cr_assert_eq(tw_timer_start_at(wheel_, NULL, probe_cb, 5, 0), -EINVAL);
+  cr_assert_eq(tw_timer_start_at(wheel_, &p.timer, NULL, 5, 0), -EINVAL);
+  cr_assert_eq(tw_timer_stop(NULL, &p.timer), -EINVAL);
+  cr_assert_eq(tw_timer_stop(wheel_, NULL), -EINVAL);
+  cr_assert_eq(tw_timer_again(NULL, &p.timer), -EINVAL);
+  cr_assert_eq(tw_timer_again(wheel_, NULL), -EINVAL);
+  cr_assert(memcmp(&copy, &p.timer, sizeof copy) == 0);
+  cr_assert_eq(tw_count(wheel_), 1);
+  cr_assert_eq(tw_next_expiry(wheel_), 40);
+
+  tw_timer_set_repeat(NULL, 5);
+  cr_assert_eq(tw_timer_get_repeat(NULL), 0);
+  cr_assert_eq(tw_timer_is_active(NULL), 0);
+  cr_assert_eq(tw_timer_deadline(NULL), TW_NEVER);
+  tw_timer_init(NULL);
+  cr_assert_eq(tw_now(NULL), 0);
+  cr_assert_eq(tw_count(NULL), 0);
+  cr_assert_eq(tw_next_expiry(NULL), TW_NEVER);
+  cr_assert_eq(tw_advance(NULL, 100, TW_ALL), 0);
+  tw_wheel_free(NULL);
+  cr_assert_str_eq(tw_strerror(-EINVAL), "invalid argument");
+  cr_assert_str_eq(tw_strerror(0), "success");
+  cr_assert_str_eq(tw_strerror(-12345), "unknown error");
+}
+
+Test(wheel, rule9_timer_used_before_init_is_einval) {
+  tw_timer zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  cr_assert_eq(tw_timer_start(wheel_, &zeroed, probe_cb, 5, 0), -EINVAL);
+  cr_assert_eq(tw_timer_start_at(wheel_, &zeroed, probe_cb, 5, 0), -EINVAL);
+  cr_assert_eq(tw_timer_stop(wheel_, &zeroed), -EINVAL);
+  cr_assert_eq(tw_timer_again(wheel_, &zeroed), -EINVAL);
+  cr_assert_not(tw_timer_is_active(&zeroed));
+  cr_assert_eq(tw_timer_deadline(&zeroed), TW_NEVER);
+  cr_assert_eq(tw_count(wheel_), 0);
+  memset(&zeroed, 0xa5, sizeof zeroed); /* garbage, not a valid state */
+  cr_assert_eq(tw_timer_start(wheel_, &zeroed, probe_cb, 5, 0), -EINVAL);
+}
+
+/* Rule 10: no cost per tick. Far jumps finish at once (the timeout fails a
+ * wheel that walks ticks or empty slots one by one). */
+Test(wheel, rule10_advancing_across_2_pow_62_ticks_is_immediate, .timeout = 2) {
+  static struct probe p[64];
+  probes_init(p, 64);
+  for (int i = 0; i < 64; i++)
+    start_at(&p[i], (uint64_t)(i + 1) << 56);
+  for (uint64_t now = 0; now < ((uint64_t)1 << 62); now += (uint64_t)1 << 50)
+    tw_advance(wheel_, now, TW_ALL);
+  cr_assert_eq(log_len, 63); /* all but the one due at 2^62 */
+  cr_assert_eq(tw_advance(wheel_, (uint64_t)1 << 62, TW_ALL), 1);
+  cr_assert_eq(tw_count(wheel_), 0);
+}
+
+Test(wheel, rule10_an_hour_of_idle_milliseconds_with_timers_far_away, .timeout = 2) {
+  enum { N = 10000 };
+  static struct probe p[N];
+  probes_init(p, N);
+  for (int i = 0; i < N; i++)
+    start(&p[i], 24ull * 3600 * 1000 + (uint64_t)i, 0);
+  for (uint64_t now = 1; now <= 3600 * 1000; now++) /* every ms of an hour */
+    cr_assert_eq(tw_advance(wheel_, now, TW_ALL), 0);
+  cr_assert_eq(tw_next_expiry(wheel_), 24ull * 3600 * 1000);
+}
+
+/* Lifetime: freeing the wheel releases active timers, never calls them. */
+Test(wheel, free_with_active_timers_makes_them_inactive) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  start(&p[0], 5, 0);
+  start(&p[1], 500000, 7);
+  start_at(&p[2], 0);
+  tw_wheel_free(wheel_);
+  wheel_ = NULL;
+  for (int i = 0; i < 3; i++) {
+    cr_assert_not(tw_timer_is_active(&p[i].timer));
+    cr_assert_eq(tw_timer_deadline(&p[i].timer), TW_NEVER);
+  }
+  cr_assert_eq(log_len, 0);
+  wheel_ = tw_wheel_new(0);
+  start(&p[0], 5, 0); /* reusable on another wheel */
+  cr_assert_eq(tw_advance(wheel_, 5, TW_ALL), 1);
+}
+
+static void free_wheel_then(struct probe *p) {
+  (void)p;
+  tw_wheel_free(wheel_);
+}
+
+Test(wheel, free_from_a_callback_stops_the_advance_and_calls_nothing_more) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  p[0].then = free_wheel_then;
+  start(&p[0], 5, 0);
+  start(&p[1], 5, 0);
+  start(&p[2], 6, 3);
+  cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 1);
+  EXPECT_FIRED(0);
+  cr_assert_not(tw_timer_is_active(&p[1].timer));
+  cr_assert_not(tw_timer_is_active(&p[2].timer));
+  wheel_ = tw_wheel_new(0); /* the advance freed the old one */
+}
+
+Test(wheel, stopped_timer_may_be_freed_and_the_wheel_goes_on) {
+  tw_timer *heap[50];
+  for (int i = 0; i < 50; i++) {
+    heap[i] = malloc(sizeof *heap[i]);
+    tw_timer_init(heap[i]);
+    heap[i]->data = NULL;
+    cr_assert_eq(tw_timer_start(wheel_, heap[i], probe_cb, 100 + (uint64_t)(i % 3) * 4000, 0), 0);
+  }
+  for (int i = 0; i < 50; i += 2) {
+    cr_assert_eq(tw_timer_stop(wheel_, heap[i]), 0);
+    free(heap[i]); /* ASan catches any later touch */
+  }
+  for (int i = 1; i < 50; i += 2)
+    tw_timer_stop(wheel_, heap[i]);
+  cr_assert_eq(tw_count(wheel_), 0);
+  cr_assert_eq(tw_advance(wheel_, 100000, TW_ALL), 0);
+  for (int i = 1; i < 50; i += 2)
+    free(heap[i]);
+}
+
+Test(wheel, sizes_are_what_the_readme_says) {
+  cr_assert_leq(sizeof(tw_timer), 56);
+  cr_log_info("sizeof(tw_timer) = %zu", sizeof(tw_timer));
 }

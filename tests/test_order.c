@@ -1,0 +1,265 @@
+/*
+ * Firing order and what callbacks may do: rules 2, 5 and 6 of DESIGN.md.
+ * Virtual time: exact.
+ */
+#include <stdlib.h>
+
+#include "record.h"
+
+TestSuite(order, .init = wheel_setup, .fini = wheel_teardown);
+
+/* Rule 2: deadline order within one advance, across levels. */
+Test(order, rule2_one_advance_runs_callbacks_in_deadline_order) {
+  static struct probe p[5];
+  probes_init(p, 5);
+  start(&p[0], 300000, 0); /* level 3 */
+  start(&p[1], 5, 0);      /* level 0 */
+  start(&p[2], 5000, 0);   /* level 2 */
+  start(&p[3], 100, 0);    /* level 1 */
+  start(&p[4], 4999, 0);   /* level 2, same slot as p[2] */
+  cr_assert_eq(tw_advance(wheel_, 1000000, TW_ALL), 5);
+  EXPECT_FIRED(1, 3, 4, 2, 0);
+}
+
+/* Rule 2, libuv's timer_order: start A, B, C, restart A -> B, C, A. */
+Test(order, rule2_equal_deadlines_fire_in_order_of_latest_start) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  start(&p[0], 50, 0);
+  start(&p[1], 50, 0);
+  start(&p[2], 50, 0);
+  start(&p[0], 50, 0);
+  cr_assert_eq(tw_advance(wheel_, 50, TW_ALL), 3);
+  EXPECT_FIRED(1, 2, 0);
+}
+
+/* Rule 2 across levels: X waited in a higher level, Y went straight to
+ * level 0 later with the same deadline; X started first, so X fires first. */
+Test(order, rule2_fifo_holds_when_one_timer_waited_in_a_higher_level) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  tw_advance(wheel_, 1000, TW_ALL);
+  start(&p[0], 300, 0); /* X: deadline 1300 */
+  tw_advance(wheel_, 1290, TW_ALL);
+  start(&p[1], 10, 0); /* Y: deadline 1300 */
+  cr_assert_eq(tw_advance(wheel_, 1300, TW_ALL), 2);
+  EXPECT_FIRED(0, 1);
+}
+
+/* The same with the roles of the levels swapped by a cascade in between,
+ * and with a reset-later timer (re-filed from its stale slot) in the mix. */
+Test(order, rule2_fifo_holds_for_timers_refiled_after_a_reset) {
+  static struct probe p[4];
+  probes_init(p, 4);
+  start(&p[0], 100, 0);  /* A, later moved to 9000 */
+  start(&p[1], 9000, 0); /* B: started before A's reset */
+  start(&p[0], 9000, 0); /* A now after B */
+  tw_advance(wheel_, 8000, TW_ALL);
+  start(&p[2], 1000, 0); /* C: 9000, straight into a low level */
+  start_at(&p[3], 9000); /* D: 9000 */
+  cr_assert_eq(tw_advance(wheel_, 9000, TW_ALL), 4);
+  EXPECT_FIRED(1, 0, 2, 3);
+}
+
+/* A reset-later timer that sat stale behind an earlier timer of its slot is
+ * re-filed when that slot comes due, behind timers started after its reset:
+ * it still fires first among equal deadlines. */
+Test(order, rule2_fifo_holds_for_a_stale_timer_refiled_behind_newer_ones) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  start(&p[0], 100, 0); /* Z: keeps the slot's minimum */
+  start(&p[1], 120, 0); /* A: same slot */
+  tw_advance(wheel_, 10, TW_ALL);
+  start(&p[1], 8990, 0); /* A reset at 10 to 9000: a store */
+  tw_advance(wheel_, 20, TW_ALL);
+  start(&p[2], 8980, 0); /* B at 20, also 9000 */
+  cr_assert_eq(tw_advance(wheel_, 100, TW_ALL), 1);
+  EXPECT_FIRED(0);
+  cr_assert_eq(tw_advance(wheel_, 9000, TW_ALL), 2);
+  EXPECT_FIRED(1, 2);
+}
+
+Test(order, rule2_start_at_again_and_repeat_rearm_count_as_starts) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  start(&p[0], 10, 10);    /* repeats: re-armed at 10 for 20 */
+  start_at(&p[1], 20);     /* started before the re-arm */
+  start(&p[2], 30, 20);
+  tw_advance(wheel_, 10, TW_ALL);
+  EXPECT_FIRED(0);
+  cr_assert_eq(tw_advance(wheel_, 20, TW_ALL), 2);
+  EXPECT_FIRED(1, 0);
+  tw_timer_stop(wheel_, &p[0].timer);
+  start(&p[0], 10, 10); /* due 30 */
+  tw_timer_again(wheel_, &p[2].timer); /* due 40 */
+  tw_timer_set_repeat(&p[2].timer, 10);
+  tw_timer_again(wheel_, &p[2].timer); /* due 30, after p[0] */
+  cr_assert_eq(tw_advance(wheel_, 30, TW_ALL), 2);
+  EXPECT_FIRED(0, 2);
+}
+
+/* Rule 5: a callback restarting itself with 0 runs once per advance. */
+static void restart_zero(struct probe *p) {
+  start(p, 0, 0);
+}
+
+Test(order, rule5_restart_with_zero_in_callback_waits_for_next_advance) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  p[0].then = restart_zero;
+  start(&p[0], 0, 0);
+  start(&p[1], 0, 0);
+  for (int round = 0; round < 3; round++) {
+    cr_assert_eq(tw_advance(wheel_, 7, TW_ALL), round == 0 ? 2 : 1);
+    if (round == 0)
+      EXPECT_FIRED(0, 1);
+    else
+      EXPECT_FIRED(0);
+    cr_assert(tw_timer_is_active(&p[0].timer));
+    cr_assert_eq(tw_next_expiry(wheel_), 7);
+  }
+}
+
+static void start_other_due_now(struct probe *p) {
+  start_at(p->arg, 0); /* already in the past */
+}
+
+Test(order, rule5_timer_started_in_callback_with_past_deadline_waits) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  p[0].then = start_other_due_now;
+  p[0].arg = &p[1];
+  start(&p[0], 5, 0);
+  start(&p[2], 9, 0);
+  cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 2);
+  EXPECT_FIRED(0, 2);
+  cr_assert_eq(tw_next_expiry(wheel_), 0);
+  cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 1);
+  EXPECT_FIRED(1);
+}
+
+/* Rule 6: re-armed before the callback at now + repeat; one-shot inactive. */
+Test(order, rule6_repeat_is_rearmed_before_callback_missed_periods_collapse) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start(&p[0], 10, 10);
+  start(&p[1], 10, 0);
+  cr_assert_eq(tw_advance(wheel_, 95, TW_ALL), 2); /* nine periods missed */
+  cr_assert_eq(log_[0].id, 0);
+  cr_assert(log_[0].active);
+  cr_assert_eq(log_[0].deadline, 105);
+  cr_assert_eq(log_[1].id, 1);
+  cr_assert_not(log_[1].active);
+  cr_assert_eq(log_[1].deadline, TW_NEVER);
+  log_len = 0;
+  cr_assert_eq(tw_count(wheel_), 1);
+  cr_assert_eq(tw_advance(wheel_, 104, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, 105, TW_ALL), 1);
+}
+
+static void stop_other(struct probe *p) {
+  tw_timer_stop(wheel_, &((struct probe *)p->arg)->timer);
+}
+
+static void restart_other_later(struct probe *p) {
+  start(p->arg, 100, 0);
+}
+
+Test(order, rule6_timer_stopped_before_its_turn_does_not_fire) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  p[0].then = stop_other;
+  p[0].arg = &p[2];
+  start(&p[0], 5, 0);
+  start(&p[1], 5, 0);
+  start(&p[2], 8, 0);
+  cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 2);
+  EXPECT_FIRED(0, 1);
+  cr_assert_eq(tw_count(wheel_), 0);
+}
+
+Test(order, rule6_timer_restarted_before_its_turn_fires_at_new_deadline) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  p[0].then = restart_other_later;
+  p[0].arg = &p[1];
+  start(&p[0], 5, 0);
+  start(&p[1], 6, 0);
+  cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 1);
+  EXPECT_FIRED(0);
+  cr_assert_eq(tw_timer_deadline(&p[1].timer), 110);
+  cr_assert_eq(tw_advance(wheel_, 109, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, 110, TW_ALL), 1);
+}
+
+/* Rule 6: the advance never touches a timer after its callback returned
+ * unless it is still active. Heap timers freed in callbacks: ASan checks. */
+struct owned {
+  tw_timer timer;
+  struct owned *victim; /* freed (after stopping) by this one's callback */
+};
+
+static int owned_calls;
+
+static void free_victim_and_self(tw_timer *t) {
+  struct owned *o = t->data;
+  owned_calls++;
+  if (o->victim) {
+    tw_timer_stop(wheel_, &o->victim->timer);
+    free(o->victim);
+  }
+  tw_timer_stop(wheel_, t); /* a repeating timer must be stopped first */
+  free(o);
+}
+
+Test(order, rule6_callbacks_may_free_their_own_and_other_timers) {
+  struct owned *a = malloc(sizeof *a), *b = malloc(sizeof *b),
+               *c = malloc(sizeof *c);
+  tw_timer_init(&a->timer);
+  tw_timer_init(&b->timer);
+  tw_timer_init(&c->timer);
+  a->timer.data = a;
+  b->timer.data = b;
+  c->timer.data = c;
+  a->victim = b; /* b is due in the same advance, after a */
+  b->victim = NULL;
+  c->victim = NULL;
+  tw_timer_start(wheel_, &a->timer, free_victim_and_self, 5, 5);
+  tw_timer_start(wheel_, &b->timer, free_victim_and_self, 6, 0);
+  tw_timer_start(wheel_, &c->timer, free_victim_and_self, 7, 1);
+  cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 2);
+  cr_assert_eq(owned_calls, 2);
+  cr_assert_eq(tw_count(wheel_), 0);
+  cr_assert_eq(tw_advance(wheel_, 1000, TW_ALL), 0);
+}
+
+static void advance_inside(struct probe *p) {
+  (void)p;
+  cr_assert_eq(tw_advance(wheel_, 1000, TW_ALL), 0);
+}
+
+Test(order, nested_advance_from_a_callback_does_nothing) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  p[0].then = advance_inside;
+  start(&p[0], 5, 0);
+  start(&p[1], 500, 0);
+  cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 1);
+  EXPECT_FIRED(0);
+  cr_assert_eq(tw_now(wheel_), 10);
+  cr_assert(tw_timer_is_active(&p[1].timer));
+}
+
+static void check_next_expiry(struct probe *p) {
+  (void)p;
+  cr_assert_leq(tw_next_expiry(wheel_), tw_now(wheel_));
+}
+
+Test(order, next_expiry_inside_a_callback_sees_what_is_still_due) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  p[0].then = check_next_expiry;
+  start(&p[0], 5, 0);
+  start(&p[1], 6, 0);
+  cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 2);
+}
