@@ -95,48 +95,53 @@ void tw__list_sort(tw_link *head) {
 }
 
 /*
- * Moves the wheel to `now` and every timer due by then onto w->firing, in
- * firing order. Time jumps from one earliest deadline to the next, so empty
+ * Moves pos to the earliest deadline if it is <= now and puts the timers due
+ * then on w->firing, by start order; returns 0 when nothing more is due, with
+ * pos at now. Time jumps from one earliest deadline to the next, so empty
  * stretches cost nothing; at each stop only the slot holding that deadline
- * comes due (all lower levels are empty, all other slots lie later).
+ * comes due (lower levels are empty, all other slots lie later).
  */
-static void collect_due(tw_wheel *w, uint64_t now) {
+static int collect_next(tw_wheel *w) {
   unsigned level, s;
+  tw_link batch;
 
-  for (tw_link *node = w->due.next; node != &w->due; node = node->next)
-    tw__set_state(TW_TIMER_OF(node), TW_FIRING);
-  tw__list_splice(&w->firing, &w->due);
-
-  while (tw__earliest_slot(w, &level, &s)) {
-    uint64_t earliest = w->slot_min[level][s];
-    if (earliest > now) {
-      if (tw__slot_start(w->now, level, s) <= now) { /* now enters it */
-        w->now = now;
-        tw__refile_slot(w, level, s, NULL);
-      }
-      break;
-    }
-    tw_link batch; /* every timer due at `earliest` */
-    tw__list_init(&batch);
-    w->now = earliest;
-    tw__refile_slot(w, level, s, &batch);
-    tw__list_sort(&batch);
-    tw__list_splice(&w->firing, &batch);
+  if (!tw__earliest_slot(w, &level, &s)) {
+    w->pos = w->now;
+    return 0;
   }
-  w->now = now;
+  uint64_t earliest = w->slot_min[level][s];
+  if (earliest > w->now) {
+    uint64_t start = tw__slot_start(w->pos, level, s);
+    w->pos = w->now;
+    if (start <= w->now) /* now lies inside the slot: it comes due */
+      tw__refile_slot(w, level, s, &w->firing);
+    return 0;
+  }
+  w->pos = earliest;
+  tw__list_init(&batch);
+  if (!tw__refile_slot(w, level, s, &batch))
+    tw__list_sort(&batch); /* a stale timer re-filed behind newer ones */
+  tw__list_splice(&w->firing, &batch);
+  return 1;
 }
 
+/*
+ * Each batch fires as soon as it is collected, while its timers are still in
+ * the cache. Rule 5 holds because a callback's start files its timer against
+ * now: a deadline <= now waits in w->due, a later one is never collected by
+ * this advance, which stops at now.
+ */
 static size_t run_callbacks(tw_wheel *w, size_t max_fire) {
   size_t ran = 0;
-  while (ran < max_fire && !tw__list_empty(&w->firing)) {
+  while (ran < max_fire && !w->free_pending) {
+    if (tw__list_empty(&w->firing) && !collect_next(w))
+      break;
     tw_timer *t = tw__list_first(&w->firing);
     tw__disarm(w, t);
     if (t->tw__repeat)
       tw__arm(w, t, tw__saturating_add(w->now, t->tw__repeat));
     ran++;
     t->tw__cb(t); /* t may be freed from here on unless still active */
-    if (w->free_pending)
-      break;
   }
   return ran;
 }
@@ -146,9 +151,12 @@ size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire) {
 
   if (!w || w->advancing)
     return 0;
-  if (now < w->now)
-    now = w->now;
-  collect_due(w, now);
+  if (now > w->now)
+    w->now = now;
+  for (tw_link *node = w->due.next; node != &w->due; node = node->next)
+    tw__set_state(TW_TIMER_OF(node), TW_FIRING);
+  tw__list_splice(&w->firing, &w->due);
+
   w->advancing = 1;
   ran = run_callbacks(w, max_fire);
   w->advancing = 0;
@@ -156,6 +164,9 @@ size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire) {
     free(w);
     return ran;
   }
-  tw__due_merge(w, &w->firing); /* what the budget left fires first next time */
+  /* Out of budget: what is due waits, in order, for the next advance. */
+  while (collect_next(w))
+    ;
+  tw__due_merge(w, &w->firing);
   return ran;
 }

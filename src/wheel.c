@@ -37,15 +37,26 @@ static unsigned digit(uint64_t time, unsigned level) {
   return (unsigned)(time >> (level * TW_LEVEL_BITS)) & (TW_SLOTS - 1);
 }
 
-/* The level of the highest digit where deadline and now differ. */
-static unsigned level_for(uint64_t now, uint64_t deadline) { /* deadline > now */
-  return highest_bit(now ^ deadline) / TW_LEVEL_BITS;
+/* Where a deadline after pos is filed. */
+struct slot_ref {
+  unsigned level, s;
+};
+
+static struct slot_ref slot_for(uint64_t pos, uint64_t deadline) {
+  struct slot_ref ref;
+  ref.level = highest_bit(pos ^ deadline) / TW_LEVEL_BITS;
+  ref.s = digit(deadline, ref.level);
+  return ref;
 }
 
-uint64_t tw__slot_start(uint64_t now, unsigned level, unsigned s) {
+static int same_slot(struct slot_ref a, struct slot_ref b) {
+  return a.level == b.level && a.s == b.s;
+}
+
+uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned s) {
   unsigned shift = level * TW_LEVEL_BITS;
   unsigned above = shift + TW_LEVEL_BITS; /* first bit of the next level */
-  uint64_t higher = above >= 64 ? 0 : now & ~(((uint64_t)1 << above) - 1);
+  uint64_t higher = above >= 64 ? 0 : pos & ~(((uint64_t)1 << above) - 1);
   return higher | ((uint64_t)s << shift);
 }
 
@@ -53,7 +64,7 @@ tw_wheel *tw_wheel_new(uint64_t now) {
   tw_wheel *w = calloc(1, sizeof *w);
   if (!w)
     return NULL;
-  w->now = now;
+  w->now = w->pos = now;
   for (size_t i = 0; i < TW_SLOT_COUNT; i++)
     tw__list_init(&w->slots[i]);
   tw__list_init(&w->due);
@@ -89,16 +100,15 @@ uint64_t tw_now(const tw_wheel *w) { return w ? w->now : 0; }
 
 size_t tw_count(const tw_wheel *w) { return w ? w->count : 0; }
 
-/* Files a detached timer with deadline > now into its slot. */
+/* Files a detached timer with deadline > pos into its slot. */
 static void file_in_slot(tw_wheel *w, tw_timer *t) {
   uint64_t deadline = t->tw__deadline;
-  unsigned level = level_for(w->now, deadline);
-  unsigned s = digit(deadline, level);
-  uint64_t *min = &w->slot_min[level][s];
+  struct slot_ref ref = slot_for(w->pos, deadline);
+  uint64_t *min = &w->slot_min[ref.level][ref.s];
 
-  tw__list_append(&w->slots[level * TW_SLOTS + s], &t->tw__link);
-  if (!(w->occupied[level] & slot_bit(s))) {
-    w->occupied[level] |= slot_bit(s);
+  tw__list_append(&w->slots[ref.level * TW_SLOTS + ref.s], &t->tw__link);
+  if (!(w->occupied[ref.level] & slot_bit(ref.s))) {
+    w->occupied[ref.level] |= slot_bit(ref.s);
     *min = deadline;
   } else if (deadline < *min) {
     *min = deadline;
@@ -106,31 +116,18 @@ static void file_in_slot(tw_wheel *w, tw_timer *t) {
   tw__set_state(t, TW_SLOTTED);
 }
 
-/* Files a detached timer where its deadline says: a slot, or the due list. */
-static void file(tw_wheel *w, tw_timer *t) {
-  if (t->tw__deadline > w->now)
-    file_in_slot(w, t);
-  else
-    tw__due_insert(w, t);
+/* The earliest timer of a slot is leaving it (stopped, or moved later):
+ * slot_min may now be below every deadline left. */
+static void note_leaving(tw_wheel *w, struct slot_ref ref, uint64_t deadline) {
+  if (w->slot_min[ref.level][ref.s] == deadline)
+    w->dirty[ref.level] |= slot_bit(ref.s);
 }
 
-/*
- * The earliest timer of a slot is leaving it (stopped, or moved later):
- * slot_min may now be below every deadline left. The slot is computed from
- * the deadline, so for a stale timer this marks an innocent slot, which
- * costs one needless re-file and is never wrong.
- */
-static void note_leaving_slot(tw_wheel *w, uint64_t deadline) {
-  unsigned level = level_for(w->now, deadline);
-  unsigned s = digit(deadline, level);
-  if (w->slot_min[level][s] == deadline)
-    w->dirty[level] |= slot_bit(s);
-}
-
-/* Unlinks an active timer, keeping the slot bitmaps true. */
+/* Unlinks an active timer, keeping the slot bitmaps and bounds true. */
 static void detach(tw_wheel *w, tw_timer *t) {
   tw_link *emptied = tw__list_unlink(&t->tw__link);
-  if (tw__state(t) != TW_SLOTTED)
+  unsigned state = tw__state(t);
+  if (state != TW_SLOTTED && state != TW_STALE)
     return;
   if (emptied) {
     size_t index = (size_t)(emptied - w->slots);
@@ -138,29 +135,60 @@ static void detach(tw_wheel *w, tw_timer *t) {
     uint64_t bit = slot_bit((unsigned)(index % TW_SLOTS));
     w->occupied[level] &= ~bit;
     w->dirty[level] &= ~bit;
-  } else {
-    note_leaving_slot(w, t->tw__deadline);
+  } else if (state == TW_SLOTTED) { /* a stale timer never holds slot_min */
+    note_leaving(w, slot_for(w->pos, t->tw__deadline), t->tw__deadline);
   }
+}
+
+/*
+ * The idle-timeout reset: a slotted timer re-armed for a deadline that is
+ * still in the future, not earlier than its slot, becomes a store. Returns 0
+ * when the timer must move instead.
+ */
+static int rearm_in_place(tw_wheel *w, tw_timer *t, uint64_t deadline,
+                          uint64_t order) {
+  uint64_t old = t->tw__deadline;
+  unsigned state = tw__state(t);
+
+  if (deadline <= w->now) /* due: it waits in w->due for the next advance */
+    return 0;
+  if (state == TW_SLOTTED) {
+    struct slot_ref ref = slot_for(w->pos, old);
+    uint64_t *min = &w->slot_min[ref.level][ref.s];
+    if (same_slot(ref, slot_for(w->pos, deadline))) {
+      if (deadline < *min)
+        *min = deadline;
+      else if (deadline > old)
+        note_leaving(w, ref, old);
+    } else if (deadline > old) {
+      note_leaving(w, ref, old);
+      state = TW_STALE;
+    } else {
+      return 0;
+    }
+  } else if (state != TW_STALE || deadline < old) {
+    return 0;
+  }
+  t->tw__deadline = deadline;
+  t->tw__order = order | state;
+  return 1;
 }
 
 void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
   uint64_t order = w->next_seq++ << 8;
 
-  if (tw__state(t) == TW_SLOTTED && deadline >= t->tw__deadline) {
-    /* The idle-timeout reset: later is a store, re-filed when due. */
-    if (deadline > t->tw__deadline)
-      note_leaving_slot(w, t->tw__deadline);
-    t->tw__deadline = deadline;
-    t->tw__order = order | TW_SLOTTED;
+  if (rearm_in_place(w, t, deadline, order))
     return;
-  }
   if (tw__state(t) == TW_IDLE)
     w->count++;
   else
     detach(w, t);
   t->tw__deadline = deadline;
   t->tw__order = order | TW_IDLE;
-  file(w, t);
+  if (deadline > w->now)
+    file_in_slot(w, t);
+  else
+    tw__due_insert(w, t);
 }
 
 void tw__disarm(tw_wheel *w, tw_timer *t) {
@@ -169,9 +197,10 @@ void tw__disarm(tw_wheel *w, tw_timer *t) {
   w->count--;
 }
 
-void tw__refile_slot(tw_wheel *w, unsigned level, unsigned s, tw_link *collected) {
+int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s, tw_link *collected) {
   tw_link *head = &w->slots[level * TW_SLOTS + s];
   tw_link *node = head->next;
+  int in_order = 1;
 
   tw__list_init(head);
   w->occupied[level] &= ~slot_bit(s);
@@ -180,13 +209,18 @@ void tw__refile_slot(tw_wheel *w, unsigned level, unsigned s, tw_link *collected
   while (node != head) {
     tw_link *next = node->next;
     tw_timer *t = TW_TIMER_OF(node);
-    if (collected && t->tw__deadline <= w->now) {
+    if (t->tw__deadline > w->pos) {
+      file_in_slot(w, t);
+    } else {
+      if (!tw__list_empty(collected) &&
+          tw__fires_before(t, tw__list_last(collected)))
+        in_order = 0;
       tw__list_append(collected, node);
       tw__set_state(t, TW_FIRING);
-    } else
-      file(w, t);
+    }
     node = next;
   }
+  return in_order;
 }
 
 int tw__earliest_slot(tw_wheel *w, unsigned *level, unsigned *s) {
@@ -202,31 +236,28 @@ int tw__earliest_slot(tw_wheel *w, unsigned *level, unsigned *s) {
       *s = first;
       return 1;
     }
-    tw__refile_slot(w, l, first, NULL); /* stale timers leave; min is exact */
+    /* Stale timers leave and slot_min becomes exact. Nothing is collected:
+     * every deadline in a slot is after pos. */
+    tw__refile_slot(w, l, first, &w->firing);
   }
 }
 
-/* The earliest deadline among timers already due (all <= now). The firing
- * list is not empty only when asked from a callback. */
-static uint64_t earliest_waiting(const tw_wheel *w) {
-  uint64_t earliest = TW_NEVER;
-  if (!tw__list_empty(&w->due))
-    earliest = tw__list_first(&w->due)->tw__deadline;
-  if (!tw__list_empty(&w->firing) &&
-      tw__list_first(&w->firing)->tw__deadline < earliest)
-    earliest = tw__list_first(&w->firing)->tw__deadline;
-  return earliest;
+static uint64_t first_deadline(const tw_link *list) {
+  return tw__list_empty(list) ? TW_NEVER : tw__list_first(list)->tw__deadline;
 }
 
 uint64_t tw_next_expiry(tw_wheel *w) {
   unsigned level, s;
+  uint64_t earliest;
+
   if (!w || w->free_pending)
     return TW_NEVER;
-  if (!tw__list_empty(&w->firing) || !tw__list_empty(&w->due))
-    return earliest_waiting(w);
-  if (!tw__earliest_slot(w, &level, &s))
-    return TW_NEVER;
-  return w->slot_min[level][s];
+  earliest = first_deadline(&w->due);
+  if (first_deadline(&w->firing) < earliest) /* asked from a callback */
+    earliest = first_deadline(&w->firing);
+  if (tw__earliest_slot(w, &level, &s) && w->slot_min[level][s] < earliest)
+    earliest = w->slot_min[level][s];
+  return earliest;
 }
 
 const char *tw_strerror(int err) {

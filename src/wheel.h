@@ -2,26 +2,28 @@
  * The wheel's data layout, shared by the core's source files.
  *
  * Time is cut into 6-bit digits. Level L holds 64 slots, one per value of
- * digit L. A timer with deadline d > now is filed at the level of the highest
- * digit where d and now differ, in the slot named by d's digit there:
+ * digit L. The wheel's position `pos` is the time its slots are relative to
+ * (pos == now except while tw_advance is part way to its now). A timer with
+ * deadline d > pos is filed at the level of the highest digit where d and pos
+ * differ, in the slot named by d's digit there:
  *
- *   INVARIANT: every timer in level L shares now's digits above L and has a
- *   larger digit at L than now has. (Its deadline may since have moved later:
- *   see "stale" below.)
+ *   INVARIANT: every timer in level L shares pos's digits above L and has a
+ *   larger digit at L than pos has. A TW_SLOTTED timer's deadline lies in its
+ *   slot's range; a TW_STALE timer's deadline lies later (it was moved later
+ *   with a store and is re-filed when its slot comes due).
  *
  * So the slots of a level hold disjoint, increasing ranges of time, all of
- * them after now; every timer of level L is due before every timer of level
+ * them after pos; every timer of level L is due before every timer of level
  * L + 1; and the earliest timers are in the lowest occupied slot of the
- * lowest occupied level. When now reaches a slot's range the slot "comes
- * due": its timers are re-filed against the new now, into lower levels, or
+ * lowest occupied level. When pos reaches a slot's range the slot "comes
+ * due": its timers are re-filed against the new pos, into lower levels, or
  * collected to fire when their deadline is reached. Each timer cascades at
  * most once per level, and 11 levels cover the whole 64-bit range.
  *
- * Moving a deadline later is a store: the timer stays where it is, "stale",
- * and is re-filed when its slot comes due. Each slot keeps `slot_min`, a
- * lower bound of the deadlines in it that is exact unless the slot is
- * marked dirty (its earliest timer was stopped or moved later). A dirty slot
- * is re-filed before its bound is trusted, which makes tw_next_expiry exact.
+ * Each slot keeps `slot_min`, a lower bound of the deadlines in it, exact
+ * (and held by a TW_SLOTTED timer) unless the slot is marked dirty: its
+ * earliest timer was stopped or moved later. A dirty slot is re-filed before
+ * its bound is trusted, which makes tw_next_expiry exact.
  *
  * Timers due at or before now wait in `due` for the next advance, sorted by
  * (deadline, start sequence); the advance running now fires from `firing`.
@@ -44,13 +46,15 @@
  * means tw_timer_init() was never called. */
 enum tw_state {
   TW_IDLE = 0xa1,    /* inactive */
-  TW_SLOTTED = 0xa2, /* in a wheel slot, deadline > now */
-  TW_DUE = 0xa3,     /* in w->due, deadline <= now, fires at the next advance */
-  TW_FIRING = 0xa4   /* in w->firing, fires in the advance running now */
+  TW_SLOTTED = 0xa2, /* in the slot its deadline names */
+  TW_STALE = 0xa3,   /* in a slot earlier than its deadline */
+  TW_DUE = 0xa4,     /* in w->due, deadline <= now, fires at the next advance */
+  TW_FIRING = 0xa5   /* in w->firing, fires in the advance running now */
 };
 
 struct tw_wheel {
-  uint64_t now;
+  uint64_t now; /* what tw_now() says: the latest advance's time */
+  uint64_t pos; /* the slots' reference time, <= now */
   uint64_t next_seq; /* start sequence: orders equal deadlines */
   size_t count;      /* active timers */
   int advancing;     /* inside tw_advance: callbacks may be running */
@@ -98,17 +102,17 @@ void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline);
 /* Unlinks an active timer from wherever it waits and makes it idle. */
 void tw__disarm(tw_wheel *w, tw_timer *t);
 
-/* Re-files every timer of slot `s` of level `level` against w->now; timers
- * due by then go to the tail of `collected` (as TW_FIRING) when it is not
- * NULL. Leaves the slot clean. */
-void tw__refile_slot(tw_wheel *w, unsigned level, unsigned s, tw_link *collected);
+/* Re-files every timer of slot `s` of level `level` against w->pos; timers
+ * due by then go to the tail of `collected` (as TW_FIRING). Leaves the slot
+ * clean. Returns 0 when what it appended is out of firing order. */
+int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s, tw_link *collected);
 
 /* Finds the slot holding the earliest deadline (re-filing dirty candidates
  * first, so its slot_min is exact). Returns 0 when no slot is occupied. */
 int tw__earliest_slot(tw_wheel *w, unsigned *level, unsigned *s);
 
-/* First time inside slot `s` of `level`, given now's higher digits. */
-uint64_t tw__slot_start(uint64_t now, unsigned level, unsigned s);
+/* First time inside slot `s` of `level`, given pos's higher digits. */
+uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned s);
 
 /* Inserts an idle-made timer with deadline <= now into w->due, in order. */
 void tw__due_insert(tw_wheel *w, tw_timer *t);
