@@ -109,7 +109,7 @@ static int collect_next(tw_wheel *w) {
     w->pos = w->now;
     return 0;
   }
-  uint64_t earliest = w->slot_min[level][s];
+  uint64_t earliest = w->slot_min[tw__slot_index(level, s)];
   if (earliest > w->now) {
     uint64_t start = tw__slot_start(w->pos, level, s);
     w->pos = w->now;

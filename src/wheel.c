@@ -104,9 +104,9 @@ size_t tw_count(const tw_wheel *w) { return w ? w->count : 0; }
 static void file_in_slot(tw_wheel *w, tw_timer *t) {
   uint64_t deadline = t->tw__deadline;
   struct slot_ref ref = slot_for(w->pos, deadline);
-  uint64_t *min = &w->slot_min[ref.level][ref.s];
+  uint64_t *min = &w->slot_min[tw__slot_index(ref.level, ref.s)];
 
-  tw__list_append(&w->slots[ref.level * TW_SLOTS + ref.s], &t->tw__link);
+  tw__list_append(&w->slots[tw__slot_index(ref.level, ref.s)], &t->tw__link);
   if (!(w->occupied[ref.level] & slot_bit(ref.s))) {
     w->occupied[ref.level] |= slot_bit(ref.s);
     *min = deadline;
@@ -119,7 +119,7 @@ static void file_in_slot(tw_wheel *w, tw_timer *t) {
 /* The earliest timer of a slot is leaving it (stopped, or moved later):
  * slot_min may now be below every deadline left. */
 static void note_leaving(tw_wheel *w, struct slot_ref ref, uint64_t deadline) {
-  if (w->slot_min[ref.level][ref.s] == deadline)
+  if (w->slot_min[tw__slot_index(ref.level, ref.s)] == deadline)
     w->dirty[ref.level] |= slot_bit(ref.s);
 }
 
@@ -154,7 +154,7 @@ static int rearm_in_place(tw_wheel *w, tw_timer *t, uint64_t deadline,
     return 0;
   if (state == TW_SLOTTED) {
     struct slot_ref ref = slot_for(w->pos, old);
-    uint64_t *min = &w->slot_min[ref.level][ref.s];
+    uint64_t *min = &w->slot_min[tw__slot_index(ref.level, ref.s)];
     if (same_slot(ref, slot_for(w->pos, deadline))) {
       if (deadline < *min)
         *min = deadline;
@@ -198,7 +198,7 @@ void tw__disarm(tw_wheel *w, tw_timer *t) {
 }
 
 int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s, tw_link *collected) {
-  tw_link *head = &w->slots[level * TW_SLOTS + s];
+  tw_link *head = &w->slots[tw__slot_index(level, s)];
   tw_link *node = head->next;
   int in_order = 1;
 
@@ -255,8 +255,8 @@ uint64_t tw_next_expiry(tw_wheel *w) {
   earliest = first_deadline(&w->due);
   if (first_deadline(&w->firing) < earliest) /* asked from a callback */
     earliest = first_deadline(&w->firing);
-  if (tw__earliest_slot(w, &level, &s) && w->slot_min[level][s] < earliest)
-    earliest = w->slot_min[level][s];
+  if (tw__earliest_slot(w, &level, &s) && w->slot_min[tw__slot_index(level, s)] < earliest)
+    earliest = w->slot_min[tw__slot_index(level, s)];
   return earliest;
 }
 

@@ -39,7 +39,9 @@
 #define TW_LEVEL_BITS 6
 #define TW_SLOTS (1u << TW_LEVEL_BITS)
 #define TW_LEVELS ((64 + TW_LEVEL_BITS - 1) / TW_LEVEL_BITS)
-#define TW_SLOT_COUNT (TW_LEVELS * TW_SLOTS)
+/* The top level holds only the 4 bits left of 64: 16 slots. */
+#define TW_TOP_SLOTS (1u << (64 - (TW_LEVELS - 1) * TW_LEVEL_BITS))
+#define TW_SLOT_COUNT ((TW_LEVELS - 1) * TW_SLOTS + TW_TOP_SLOTS)
 #define TW_MAX_DEADLINE (TW_NEVER - 1)
 
 /* A timer's state, in the low byte of tw__order; any other value there
@@ -61,11 +63,16 @@ struct tw_wheel {
   int free_pending;  /* tw_wheel_free was called from a callback */
   uint64_t occupied[TW_LEVELS]; /* bit s: slot s is not empty */
   uint64_t dirty[TW_LEVELS];    /* bit s: slot_min may be below the minimum */
-  uint64_t slot_min[TW_LEVELS][TW_SLOTS];
-  tw_link slots[TW_SLOT_COUNT]; /* level L, slot s at L * TW_SLOTS + s */
+  /* Slot s of level L is at index L * TW_SLOTS + s of both arrays. */
+  uint64_t slot_min[TW_SLOT_COUNT];
+  tw_link slots[TW_SLOT_COUNT];
   tw_link due;
   tw_link firing;
 };
+
+static inline size_t tw__slot_index(unsigned level, unsigned s) {
+  return (size_t)level * TW_SLOTS + s;
+}
 
 static inline unsigned tw__state(const tw_timer *t) {
   return (unsigned)(t->tw__order & 0xff);
