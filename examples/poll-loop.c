@@ -46,7 +46,8 @@ int main(void) {
     tw_timer_init(&requests[i].timeout);
     requests[i].timeout.data = &requests[i];
     requests[i].due = tw_now(wheel) + 30 + 40 * (uint64_t)i;
-    tw_timer_start_at(wheel, &requests[i].timeout, on_timeout, requests[i].due, 0);
+    tw_timer_start_at(wheel, &requests[i].timeout, on_timeout, requests[i].due,
+                      0);
   }
   tw_timer_init(&tick);
   tick.data = wheel;

@@ -12,8 +12,8 @@
 
 typedef struct tw__link tw_link;
 
-#define TW_TIMER_OF(link) \
-  ((tw_timer *)(void *)((char *)(link) - offsetof(tw_timer, tw__link)))
+#define TW_TIMER_OF(link)                                                      \
+  ((tw_timer *)(void *)((char *)(link)-offsetof(tw_timer, tw__link)))
 
 static inline void tw__list_init(tw_link *head) {
   head->next = head;

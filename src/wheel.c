@@ -31,7 +31,9 @@ static unsigned lowest_bit(uint64_t x) { /* x != 0 */
 #endif
 }
 
-static uint64_t slot_bit(unsigned s) { return (uint64_t)1 << s; }
+static uint64_t slot_bit(unsigned s) {
+  return (uint64_t)1 << s;
+}
 
 static unsigned digit(uint64_t time, unsigned level) {
   return (unsigned)(time >> (level * TW_LEVEL_BITS)) & (TW_SLOTS - 1);
@@ -96,9 +98,13 @@ void tw_wheel_free(tw_wheel *w) {
     free(w);
 }
 
-uint64_t tw_now(const tw_wheel *w) { return w ? w->now : 0; }
+uint64_t tw_now(const tw_wheel *w) {
+  return w ? w->now : 0;
+}
 
-size_t tw_count(const tw_wheel *w) { return w ? w->count : 0; }
+size_t tw_count(const tw_wheel *w) {
+  return w ? w->count : 0;
+}
 
 /* Files a detached timer with deadline > pos into its slot. */
 static void file_in_slot(tw_wheel *w, tw_timer *t) {
@@ -197,7 +203,8 @@ void tw__disarm(tw_wheel *w, tw_timer *t) {
   w->count--;
 }
 
-int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s, tw_link *collected) {
+int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s,
+                    tw_link *collected) {
   tw_link *head = &w->slots[tw__slot_index(level, s)];
   tw_link *node = head->next;
   int in_order = 1;
@@ -255,7 +262,8 @@ uint64_t tw_next_expiry(tw_wheel *w) {
   earliest = first_deadline(&w->due);
   if (first_deadline(&w->firing) < earliest) /* asked from a callback */
     earliest = first_deadline(&w->firing);
-  if (tw__earliest_slot(w, &level, &s) && w->slot_min[tw__slot_index(level, s)] < earliest)
+  if (tw__earliest_slot(w, &level, &s) &&
+      w->slot_min[tw__slot_index(level, s)] < earliest)
     earliest = w->slot_min[tw__slot_index(level, s)];
   return earliest;
 }

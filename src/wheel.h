@@ -55,8 +55,8 @@ enum tw_state {
 };
 
 struct tw_wheel {
-  uint64_t now; /* what tw_now() says: the latest advance's time */
-  uint64_t pos; /* the slots' reference time, <= now */
+  uint64_t now;      /* what tw_now() says: the latest advance's time */
+  uint64_t pos;      /* the slots' reference time, <= now */
   uint64_t next_seq; /* start sequence: orders equal deadlines */
   size_t count;      /* active timers */
   int advancing;     /* inside tw_advance: callbacks may be running */
@@ -112,7 +112,8 @@ void tw__disarm(tw_wheel *w, tw_timer *t);
 /* Re-files every timer of slot `s` of level `level` against w->pos; timers
  * due by then go to the tail of `collected` (as TW_FIRING). Leaves the slot
  * clean. Returns 0 when what it appended is out of firing order. */
-int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s, tw_link *collected);
+int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s,
+                    tw_link *collected);
 
 /* Finds the slot holding the earliest deadline (re-filing dirty candidates
  * first, so its slot_min is exact). Returns 0 when no slot is occupied. */

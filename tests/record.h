@@ -20,8 +20,8 @@ struct probe {
 
 struct fired {
   int id;
-  uint64_t now;    /* tw_now() inside the callback */
-  int active;      /* tw_timer_is_active() inside the callback */
+  uint64_t now;      /* tw_now() inside the callback */
+  int active;        /* tw_timer_is_active() inside the callback */
   uint64_t deadline; /* tw_timer_deadline() inside the callback */
 };
 
@@ -63,15 +63,16 @@ static void start_at(struct probe *p, uint64_t deadline) {
 static void expect_fired(const int *ids, size_t n) {
   cr_assert_eq(log_len, n, "fired %zu timers, expected %zu", log_len, n);
   for (size_t i = 0; i < n; i++)
-    cr_assert_eq(log_[i].id, ids[i], "position %zu: timer %d fired, expected %d",
-                 i, log_[i].id, ids[i]);
+    cr_assert_eq(log_[i].id, ids[i],
+                 "position %zu: timer %d fired, expected %d", i, log_[i].id,
+                 ids[i]);
   log_len = 0;
 }
 
-#define EXPECT_FIRED(...)                                  \
-  do {                                                     \
-    const int ids_[] = {__VA_ARGS__};                      \
-    expect_fired(ids_, sizeof ids_ / sizeof ids_[0]);      \
+#define EXPECT_FIRED(...)                                                      \
+  do {                                                                         \
+    const int ids_[] = {__VA_ARGS__};                                          \
+    expect_fired(ids_, sizeof ids_ / sizeof ids_[0]);                          \
   } while (0)
 #define EXPECT_NONE() expect_fired(NULL, 0)
 

@@ -82,15 +82,15 @@ Test(order, rule2_fifo_holds_for_a_stale_timer_refiled_behind_newer_ones) {
 Test(order, rule2_start_at_again_and_repeat_rearm_count_as_starts) {
   static struct probe p[3];
   probes_init(p, 3);
-  start(&p[0], 10, 10);    /* repeats: re-armed at 10 for 20 */
-  start_at(&p[1], 20);     /* started before the re-arm */
+  start(&p[0], 10, 10); /* repeats: re-armed at 10 for 20 */
+  start_at(&p[1], 20);  /* started before the re-arm */
   start(&p[2], 30, 20);
   tw_advance(wheel_, 10, TW_ALL);
   EXPECT_FIRED(0);
   cr_assert_eq(tw_advance(wheel_, 20, TW_ALL), 2);
   EXPECT_FIRED(1, 0);
   tw_timer_stop(wheel_, &p[0].timer);
-  start(&p[0], 10, 10); /* due 30 */
+  start(&p[0], 10, 10);                /* due 30 */
   tw_timer_again(wheel_, &p[2].timer); /* due 40 */
   tw_timer_set_repeat(&p[2].timer, 10);
   tw_timer_again(wheel_, &p[2].timer); /* due 30, after p[0] */

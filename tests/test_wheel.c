@@ -13,15 +13,32 @@ TestSuite(wheel, .init = wheel_setup, .fini = wheel_teardown);
 
 /* Offsets at and around every level edge the issue names. */
 static const uint64_t edges[] = {
-    1, 2, 62, 63, 64, 65, 127, 128, 4095, 4096, 4097, 262143, 262144,
-    (uint64_t)1 << 24, (uint64_t)1 << 30, (uint64_t)1 << 36,
-    ((uint64_t)1 << 36) + 1, ((uint64_t)1 << 48) - 1, (uint64_t)1 << 48,
-    (uint64_t)1 << 60, ((uint64_t)1 << 63) + 12345,
+    1,
+    2,
+    62,
+    63,
+    64,
+    65,
+    127,
+    128,
+    4095,
+    4096,
+    4097,
+    262143,
+    262144,
+    (uint64_t)1 << 24,
+    (uint64_t)1 << 30,
+    (uint64_t)1 << 36,
+    ((uint64_t)1 << 36) + 1,
+    ((uint64_t)1 << 48) - 1,
+    (uint64_t)1 << 48,
+    (uint64_t)1 << 60,
+    ((uint64_t)1 << 63) + 12345,
 };
 
 /* Starting points: aligned, mid-digit, and just below digit rollovers. */
-static const uint64_t bases[] = {0, 1, 63, 1000003, 4095, 262143,
-                                 ((uint64_t)1 << 40) - 5};
+static const uint64_t bases[] = {
+    0, 1, 63, 1000003, 4095, 262143, ((uint64_t)1 << 40) - 5};
 
 /* Rule 1 at every level: nothing before the deadline, even when time stops
  * at each point where a slot holding the timer comes due (the cascades),
@@ -125,8 +142,9 @@ Test(wheel, huge_jumps_in_strides_fire_each_timer_in_first_advance_past_it) {
     tw_advance(wheel_, now, TW_ALL);
     for (size_t i = 0; i < log_len; i++) {
       uint64_t d = deadline[log_[i].id];
-      cr_assert(d > before && d <= now, "timer %d due %llu fired in (%llu, %llu]",
-                log_[i].id, (unsigned long long)d, (unsigned long long)before,
+      cr_assert(d > before && d <= now,
+                "timer %d due %llu fired in (%llu, %llu]", log_[i].id,
+                (unsigned long long)d, (unsigned long long)before,
                 (unsigned long long)now);
     }
     log_len = 0;
@@ -175,7 +193,8 @@ Test(wheel, rule3_start_at_never_saturates) {
   cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER - 1);
 }
 
-Test(wheel, rule3_start_at_in_the_past_keeps_deadline_fires_next_advance_in_order) {
+Test(wheel,
+     rule3_start_at_in_the_past_keeps_deadline_fires_next_advance_in_order) {
   static struct probe p[4];
   probes_init(p, 4);
   tw_advance(wheel_, 500, TW_ALL);
@@ -455,7 +474,8 @@ Test(wheel, rule10_advancing_across_2_pow_62_ticks_is_immediate, .timeout = 2) {
   cr_assert_eq(tw_count(wheel_), 0);
 }
 
-Test(wheel, rule10_an_hour_of_idle_milliseconds_with_timers_far_away, .timeout = 2) {
+Test(wheel, rule10_an_hour_of_idle_milliseconds_with_timers_far_away,
+     .timeout = 2) {
   enum { N = 10000 };
   static struct probe p[N];
   probes_init(p, N);
@@ -510,7 +530,9 @@ Test(wheel, stopped_timer_may_be_freed_and_the_wheel_goes_on) {
     heap[i] = malloc(sizeof *heap[i]);
     tw_timer_init(heap[i]);
     heap[i]->data = NULL;
-    cr_assert_eq(tw_timer_start(wheel_, heap[i], probe_cb, 100 + (uint64_t)(i % 3) * 4000, 0), 0);
+    cr_assert_eq(tw_timer_start(wheel_, heap[i], probe_cb,
+                                100 + (uint64_t)(i % 3) * 4000, 0),
+                 0);
   }
   for (int i = 0; i < 50; i += 2) {
     cr_assert_eq(tw_timer_stop(wheel_, heap[i]), 0);
