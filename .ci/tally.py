@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""Counts test cases in a meson testlog.json: every TAP 'ok' / 'not ok' line
-of every suite, plus one failure for a suite that failed without saying which
-case (a crash of the whole runner, a timeout). Prints 'passed failed'."""
+"""Counts test cases after `meson test -C BUILD`: every 'ok' / 'not ok' line of
+the TAP report each Criterion suite wrote to BUILD/tap/SUITE.tap, plus one
+failure for a suite that failed without reporting a failed case (a crash of
+the whole runner, a timeout). Prints 'passed failed'."""
 import json
+import os
 import sys
 
+build = sys.argv[1]
 passed = failed = 0
-for line in open(sys.argv[1]):
+for line in open(os.path.join(build, "meson-logs", "testlog.json")):
     test = json.loads(line)
-    lines = test.get("stdout", "").splitlines()
+    suite = test["name"].split(" / ")[-1]
+    tap = os.path.join(build, "tap", suite + ".tap")
+    lines = open(tap).read().splitlines() if os.path.exists(tap) else []
     ok = sum(1 for l in lines if l.startswith("ok"))
     not_ok = sum(1 for l in lines if l.startswith("not ok"))
     passed += ok
