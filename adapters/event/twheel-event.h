@@ -1,0 +1,193 @@
+/*
+ * twheel-event: libevent timers on a twheel, behind one timer event.
+ *
+ * One tw_ev per struct event_base owns one wheel (in milliseconds) and one
+ * libevent timer event. That event is armed for the wheel's next expiry,
+ * re-armed only when the earliest deadline moves earlier or a wakeup
+ * consumed it, and deleted when the wheel is empty, so event_base_dispatch()
+ * returns when nothing else is pending. Any number of tw_ev_timers add
+ * exactly one event to the base.
+ *
+ * The tw_ev_timer_* calls are drop-in replacements for evtimer_* (and for
+ * event_assign/event_new with EV_PERSIST and fd -1): the callback is an
+ * ordinary event_callback_fn, called as cb(-1, EV_TIMEOUT, arg).
+ *
+ *   libevent                            twheel-event (d = tw_ev_new(base))
+ *   struct event ev                     tw_ev_timer ev
+ *   evtimer_assign(&ev, base, cb, arg)  tw_ev_timer_assign(&ev, d, 0, cb, arg)
+ *   evtimer_add(&ev, &tv)               tw_ev_timer_add(&ev, &tv)
+ *   evtimer_del(&ev)                    tw_ev_timer_del(&ev)
+ *   evtimer_pending(&ev, &tv)           tw_ev_timer_pending(&ev, &tv)
+ *
+ * Time and the never-early promise. A deadline is CLOCK_MONOTONIC read at
+ * the add (fresh, never libevent's cached clock) plus the timeval, rounded
+ * up to a whole millisecond, and a wakeup reads the clock fresh again: a
+ * timer never runs before CLOCK_MONOTONIC at its add plus its timeval. It
+ * runs late by the rounding (< 1 ms) plus the loop's wake-up latency. The
+ * one event's wait is measured from CLOCK_MONOTONIC_COARSE, libevent's
+ * default clock, so that libevent does not wake it early; a base made with
+ * EVENT_BASE_FLAG_PRECISE_TIMER may then wake up to one coarse tick (4 ms
+ * on a 250 Hz kernel) later than it could.
+ *
+ * Order. Timers due in one wakeup run by deadline (ms), equal deadlines in
+ * the order of their latest add (libevent leaves this unspecified).
+ *
+ * Threads. Like the wheel, a tw_ev and its timers are single-threaded: use
+ * them only from the thread running the base's loop.
+ *
+ * Priorities. The one timer event has the base's default priority; every
+ * tw_ev_timer callback runs at that priority.
+ *
+ * Loop control. All timers due at a wakeup run in that wakeup, so
+ * event_base_loopbreak() from a tw_ev_timer callback takes effect once the
+ * other timers due then have run; event_base_get_running_event() inside a
+ * callback names the adapter's one event.
+ *
+ * Errors. Functions return 0 or -1 like libevent's; NULL arguments and an
+ * adapter that is being freed give -1 (tw_ev_timer_pending: 0, see there).
+ */
+#ifndef TWHEEL_EVENT_H
+#define TWHEEL_EVENT_H
+
+#include <stdint.h>
+
+#include <event2/event.h>
+
+#include <twheel.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tw_ev tw_ev; /* opaque: one per event_base */
+typedef struct tw_ev_timer tw_ev_timer;
+
+/*
+ * A timer: embed it in your connection struct (tw_ev_timer_assign) or let
+ * tw_ev_timer_new allocate it. Every field is private: use the functions.
+ * sizeof(tw_ev_timer) is the whole per-timer cost; sizeof(struct event) is
+ * 128 bytes on x86-64.
+ */
+struct tw_ev_timer {
+  tw_timer tw__timer;       /* private: the wheel's timer; data = arg */
+  tw_ev *tw__d;             /* private: the adapter */
+  event_callback_fn tw__cb; /* private */
+  uint64_t tw__deadline;    /* private: ms, CLOCK_MONOTONIC, of the last arm */
+  uint64_t tw__period;      /* private: TW_EV__PERSIST bit | period in ms */
+};
+
+/*
+ * Creates the adapter for `base`: one wheel and one (not yet added) timer
+ * event, with the priority a new event of that base gets (call
+ * event_base_priority_init first if you use priorities). NULL if base is
+ * NULL or memory runs out. Free it with tw_ev_free() before
+ * event_base_free(base).
+ */
+TW_EXTERN tw_ev *tw_ev_new(struct event_base *base);
+
+/*
+ * Frees the adapter and its timer event. NULL is a no-op; a second call
+ * while a free is deferred is a no-op.
+ * Every timer becomes inactive at once and is never called again; its
+ * memory stays the caller's. Afterwards a timer may only be assigned again
+ * (to another adapter), deleted or freed: tw_ev_timer_del, _pending and
+ * _free never touch the adapter of an inactive timer.
+ * Safe from inside any tw_ev_timer callback of this adapter, including the
+ * one running: no other callback of this adapter runs after it, and the
+ * memory is released when that callback returns; until then adds give -1.
+ * Called anywhere else, the memory is released at once.
+ */
+TW_EXTERN void tw_ev_free(tw_ev *d);
+
+/*
+ * The wheel, for inspection: tw_count(), tw_now(), tw_next_expiry(). Time
+ * is in ms of CLOCK_MONOTONIC, and tw_now() is the time of the latest
+ * wakeup, not the current time. Starting core timers directly on it is not
+ * supported: the adapter would neither arm its event for them nor read
+ * the clock fresh for their deadline. NULL for NULL or an adapter being
+ * freed (inside the callback that called tw_ev_free).
+ */
+TW_EXTERN tw_wheel *tw_ev_wheel(tw_ev *d);
+
+/*
+ * Copies the adapter's counters about its one timer event into *out:
+ * wakeups (the event ran), empty_wakeups (it ran and no timer was due:
+ * libevent's coarse clock woke it early, or the earliest timer had been
+ * deleted or moved later), fired (tw_ev_timer callbacks run) and rearms
+ * (event_add or event_del calls on it). -1 for NULL arguments or an
+ * adapter being freed.
+ */
+TW_EXTERN int tw_ev_stats(const tw_ev *d, tw_stats *out);
+
+/*
+ * Prepares `t` like evtimer_assign()/event_assign(ev, base, -1, flags, cb,
+ * arg). `flags` is 0 or EV_PERSIST (EV_TIMEOUT is accepted and ignored);
+ * any other flag, a NULL t, d or cb, or a freed adapter give -1.
+ * As with libevent, do not assign a timer that is pending: delete it first.
+ */
+TW_EXTERN int tw_ev_timer_assign(tw_ev_timer *t, tw_ev *d, short flags,
+                                 event_callback_fn cb, void *arg);
+
+/* malloc + tw_ev_timer_assign, like event_new(base, -1, flags, cb, arg).
+ * NULL on bad arguments (as for assign) or out of memory. */
+TW_EXTERN tw_ev_timer *tw_ev_timer_new(tw_ev *d, short flags,
+                                       event_callback_fn cb, void *arg);
+
+/* Deletes (if pending) and frees a timer from tw_ev_timer_new. NULL is a
+ * no-op. Safe inside any callback, including the timer's own, and after
+ * tw_ev_free(). */
+TW_EXTERN void tw_ev_timer_free(tw_ev_timer *t);
+
+/*
+ * evtimer_add(): (re)arms `t` to run once CLOCK_MONOTONIC has passed
+ * now + *tv, whether it was pending or not; the old deadline is forgotten
+ * (earlier or later) and a call that was due but not yet run is cancelled.
+ *  - tv <= 0 (negative seconds or microseconds included): due at once;
+ *    runs at the next loop iteration, never in the one running the add
+ *    (added outside a tw_ev_timer callback, it re-adds the one event so
+ *    that an activation already queued in this iteration is cancelled).
+ *  - A sub-millisecond remainder is rounded up; huge values saturate.
+ *  - A common-timeout token from event_base_init_common_timeout() (of any
+ *    base) is taken as the duration it stands for.
+ *  - EV_PERSIST: tv is also the period, from this add on (a re-add sets a
+ *    new period). Before each call the timer is re-armed at its previous
+ *    deadline + period, or at now + period if that is already past (missed
+ *    periods collapse into one call). A zero or negative period makes the
+ *    timer run once and not re-arm, as libevent does with a zero period.
+ *  - tv NULL keeps a pending timer's deadline and period and returns 0; on
+ *    a timer that is not pending it does nothing and returns 0: the timer
+ *    stays not pending (libevent's add(NULL) on a timer-only event does
+ *    not make it pending either).
+ * Cost: adding with a deadline not earlier than the one the timer event is
+ * armed for (the idle-timeout reset) is a clock read plus an O(1) wheel
+ * store, and does not touch libevent. -1
+ * for NULL t, a timer never assigned or a freed adapter (t unchanged), or if
+ * libevent refused to arm its event (t is then not pending).
+ */
+TW_EXTERN int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv);
+
+/*
+ * evtimer_del(): makes `t` not pending and cancels a call that is due but
+ * not yet run. Idempotent: 0 when not pending. -1 for NULL.
+ * Cost: an O(1) wheel removal. It touches libevent only when it empties the
+ * wheel (the event is deleted, so the loop can end); otherwise the event
+ * stays armed, and its wakeup may fire nothing (counted in empty_wakeups).
+ */
+TW_EXTERN int tw_ev_timer_del(tw_ev_timer *t);
+
+/*
+ * event_pending(ev, EV_TIMEOUT, tv): EV_TIMEOUT if `t` is pending (true
+ * inside the callback of an EV_PERSIST timer, which is re-armed already;
+ * false inside a one-shot one), else 0. When pending and tv is not NULL,
+ * *tv is the absolute wall-clock (gettimeofday) time of the deadline, which
+ * is the ms the timer runs at (add time + timeval, rounded up to the ms),
+ * converted with the current offset between the wall and monotonic clocks.
+ * Returns 0 for NULL t: -1 would read as "pending".
+ */
+TW_EXTERN int tw_ev_timer_pending(const tw_ev_timer *t, struct timeval *tv);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TWHEEL_EVENT_H */

@@ -1,0 +1,1053 @@
+/*
+ * The libevent adapter on real event bases and the real clock: the intent
+ * of libevent's own timeout regress tests (simple, persistent, persistent
+ * after a blocked loop, re-add, add(NULL), delete from another callback,
+ * pending, common timeouts, free from a callback), a 20,000-timer stress
+ * run, the one-event-per-base promise and an idle reaper on real sockets.
+ *
+ * Real time: order and "never early" are asserted exactly (against
+ * CLOCK_MONOTONIC read before the add); lateness only with generous bounds.
+ */
+#include <criterion/criterion.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <twheel-event.h>
+
+#define MS 1000000LL       /* ns */
+#define LATE_OK (150 * MS) /* generous: CI machines stall */
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int64_t wall_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+static void sleep_ns(int64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
+  while (nanosleep(&ts, &ts) != 0)
+    ;
+}
+
+static void spin_ns(int64_t ns) { /* block the loop without yielding */
+  int64_t until = mono_ns() + ns;
+  while (mono_ns() < until)
+    ;
+}
+
+static struct timeval tv_us(long long us) {
+  struct timeval tv;
+  tv.tv_sec = (time_t)(us / 1000000);
+  tv.tv_usec = (suseconds_t)(us % 1000000);
+  return tv;
+}
+
+static int64_t tv_wall_us(const struct timeval *tv) {
+  return (int64_t)tv->tv_sec * 1000000LL + tv->tv_usec;
+}
+
+/* One base and one adapter per test. */
+static struct event_base *base;
+static tw_ev *d;
+
+static void setup(void) {
+  base = event_base_new();
+  cr_assert_not_null(base);
+  d = tw_ev_new(base);
+  cr_assert_not_null(d);
+}
+
+static void teardown(void) {
+  tw_ev_free(d); /* tests that freed it set d = NULL */
+  d = NULL;
+  event_base_free(base);
+  base = NULL;
+}
+
+TestSuite(event, .init = setup, .fini = teardown, .timeout = 10);
+
+static tw_stats stats(void) {
+  tw_stats s;
+  cr_assert_eq(tw_ev_stats(d, &s), 0);
+  return s;
+}
+
+/* Events in the base that have a timeout pending. */
+static int count_timeout_cb(const struct event_base *b, const struct event *ev,
+                            void *arg) {
+  (void)b;
+  if (event_pending(ev, EV_TIMEOUT, NULL))
+    ++*(int *)arg;
+  return 0;
+}
+
+static int timeout_events(void) {
+  int n = 0;
+  event_base_foreach_event(base, count_timeout_cb, &n);
+  return n;
+}
+
+/* A probe: records each call; `then` runs after the record. */
+struct probe {
+  tw_ev_timer t;
+  int id;
+  int calls;
+  int64_t added;     /* CLOCK_MONOTONIC read just before the latest add */
+  int64_t due;       /* added + timeval: the earliest allowed call */
+  int64_t at[16];    /* call times */
+  int pending_in_cb; /* tw_ev_timer_pending inside the latest call */
+  struct timeval pending_tv;
+  int64_t pending_ahead_us; /* pending_tv minus wall time, in the call */
+  int iteration; /* loop iteration of the latest call (when counted) */
+  void (*then)(struct probe *p);
+};
+
+static int order[64];
+static int order_len;
+static int iteration;
+
+static void probe_cb(evutil_socket_t fd, short what, void *arg) {
+  struct probe *p = arg;
+  int64_t now = mono_ns();
+  cr_assert_eq(fd, -1);
+  cr_assert_eq(what, EV_TIMEOUT);
+  cr_assert_geq(now, p->due, "timer %d ran %lld ns early", p->id,
+                (long long)(p->due - now));
+  if (p->calls < 16)
+    p->at[p->calls] = now;
+  p->calls++;
+  p->iteration = iteration;
+  p->pending_in_cb = tw_ev_timer_pending(&p->t, &p->pending_tv);
+  p->pending_ahead_us = tv_wall_us(&p->pending_tv) - wall_us();
+  if (order_len < 64)
+    order[order_len++] = p->id;
+  if (p->then)
+    p->then(p);
+}
+
+static void probe_init(struct probe *p, int id, short flags) {
+  memset(p, 0, sizeof *p);
+  p->id = id;
+  cr_assert_eq(tw_ev_timer_assign(&p->t, d, flags, probe_cb, p), 0);
+}
+
+static void probe_add(struct probe *p, long long us) {
+  struct timeval tv = tv_us(us);
+  p->added = mono_ns();
+  p->due = p->added + (us > 0 ? us * 1000 : 0);
+  cr_assert_eq(tw_ev_timer_add(&p->t, &tv), 0);
+}
+
+/* --- libevent's test_simpletimeout ------------------------------------ */
+
+Test(event, one_shot_runs_once_never_early_then_dispatch_returns) {
+  struct probe p;
+  probe_init(&p, 1, 0);
+  probe_add(&p, 30000);
+  cr_assert(tw_ev_timer_pending(&p.t, NULL));
+  cr_assert_eq(event_base_dispatch(base), 1,
+               "nothing left: dispatch returns 1");
+  cr_assert_eq(p.calls, 1);
+  cr_assert_lt(p.at[0] - p.due, LATE_OK);
+  cr_assert_eq(p.pending_in_cb, 0, "a one-shot is not pending in its callback");
+  cr_assert_eq(tw_ev_timer_pending(&p.t, NULL), 0);
+  tw_stats s = stats();
+  cr_assert_geq(s.wakeups, 1);
+  cr_assert_eq(s.fired, 1);
+  cr_assert_eq(s.wakeups - s.empty_wakeups, 1);
+}
+
+Test(event, sub_millisecond_timevals_are_rounded_up_never_early) {
+  enum { N = 200 };
+  static struct probe p[N];
+  srand(7);
+  for (int i = 0; i < N; i++) {
+    long long us =
+        i < 8 ? (long long[]){1, 2, 999, 1000, 1001, 1500, 1999, 2001}[i]
+              : 1 + rand() % 10000;
+    probe_init(&p[i], i, 0);
+    probe_add(&p[i], us);
+  }
+  cr_assert_eq(event_base_dispatch(base), 1);
+  for (int i = 0; i < N; i++) {
+    cr_assert_eq(p[i].calls, 1, "timer %d", i);
+    cr_assert_lt(p[i].at[0] - p[i].due, LATE_OK);
+  }
+}
+
+/* Equal deadlines run in the order of their latest add; earlier deadlines
+ * first (libevent leaves equal deadlines unordered; we promise FIFO). */
+Test(event, order_is_deadline_then_latest_add) {
+  struct probe a, b, c, e;
+  probe_init(&a, 1, 0);
+  probe_init(&b, 2, 0);
+  probe_init(&c, 3, 0);
+  probe_init(&e, 4, 0);
+  probe_add(&a, 20000);
+  probe_add(&b, 20000);
+  probe_add(&c, 20000);
+  probe_add(&a, 20000); /* re-added: now after b and c */
+  probe_add(&e, 5000);
+  sleep_ns(40 * MS); /* all due in the first wakeup */
+  order_len = 0;
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(order_len, 4);
+  cr_assert_eq(order[0], 4);
+  cr_assert_eq(order[1], 2);
+  cr_assert_eq(order[2], 3);
+  cr_assert_eq(order[3], 1);
+}
+
+/* --- libevent's test_persistent_timeout -------------------------------- */
+
+static void del_after_5(struct probe *p) {
+  if (p->calls == 5)
+    cr_assert_eq(tw_ev_timer_del(&p->t), 0);
+}
+
+Test(event, persistent_runs_every_period_without_drift) {
+  struct probe p;
+  probe_init(&p, 1, EV_PERSIST);
+  p.then = del_after_5;
+  probe_add(&p, 20000);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(p.calls, 5);
+  for (int k = 0; k < 5; k++)
+    cr_assert_geq(p.at[k], p.added + (k + 1) * 20 * MS, "call %d early", k);
+  /* No drift: the 5th call is due at add + 100 ms, not at the sum of
+   * 5 late wakeups plus periods. */
+  cr_assert_lt(p.at[4] - (p.added + 100 * MS), LATE_OK);
+}
+
+static int64_t seen_deadline[8];
+static void record_deadline(struct probe *p) {
+  cr_assert(p->pending_in_cb, "EV_PERSIST: pending inside its callback");
+  seen_deadline[p->calls - 1] = tv_wall_us(&p->pending_tv);
+  if (p->calls == 4)
+    tw_ev_timer_del(&p->t);
+}
+
+Test(event, persistent_rearms_at_previous_deadline_plus_period) {
+  struct probe p;
+  probe_init(&p, 1, EV_PERSIST);
+  p.then = record_deadline;
+  probe_add(&p, 15000);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(p.calls, 4);
+  /* Deadlines step by exactly the period (to the microseconds it takes to
+   * read two clocks), however late each call was. */
+  for (int k = 1; k < 4; k++) {
+    int64_t step = seen_deadline[k] - seen_deadline[k - 1];
+    cr_assert(step > 15000 - 500 && step < 15000 + 500, "step %lld us",
+              (long long)step);
+  }
+}
+
+/* --- libevent's test_persistent_timeout_jump ----------------------------- */
+
+static void block_loop_60ms(struct probe *p) {
+  (void)p;
+  spin_ns(60 * MS);
+}
+
+static void del_after_2(struct probe *p) {
+  if (p->calls == 2)
+    tw_ev_timer_del(&p->t);
+}
+
+Test(event, persistent_after_blocked_loop_collapses_missed_periods) {
+  struct probe per, blocker;
+  probe_init(&per, 1, EV_PERSIST);
+  probe_init(&blocker, 2, 0);
+  per.then = del_after_2;
+  blocker.then = block_loop_60ms;
+  probe_add(&blocker, 1000);
+  probe_add(&per, 10000); /* ~5 periods pass while the loop is blocked */
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(per.calls, 2);
+  /* One call for the missed periods, then the next one a full period
+   * later (now + period), not a burst of catch-up calls. */
+  cr_assert_geq(per.at[0], blocker.at[0] + 60 * MS);
+  cr_assert_geq(per.at[1] - per.at[0], 5 * MS, "burst: %lld ns apart",
+                (long long)(per.at[1] - per.at[0]));
+}
+
+Test(event, readding_persistent_sets_the_new_period) {
+  struct probe p;
+  probe_init(&p, 1, EV_PERSIST);
+  p.then = del_after_2;
+  probe_add(&p, 500000);
+  probe_add(&p, 10000);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(p.calls, 2);
+  cr_assert_geq(p.at[1], p.added + 20 * MS);
+  cr_assert_lt(p.at[1] - p.added, 20 * MS + LATE_OK);
+}
+
+static void del_after_3(struct probe *p) {
+  if (p->calls == 3)
+    tw_ev_timer_del(&p->t);
+}
+
+Test(event, persistent_with_zero_period_runs_once) {
+  struct probe p;
+  probe_init(&p, 1, EV_PERSIST);
+  p.then = del_after_3; /* would run 3 times if it re-armed */
+  probe_add(&p, 0);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(p.calls, 1);
+  cr_assert_eq(p.pending_in_cb, 0);
+}
+
+/* --- re-add earlier and later -------------------------------------------- */
+
+Test(event, readd_moves_the_deadline_earlier_and_later) {
+  struct probe early, late;
+  probe_init(&early, 1, 0);
+  probe_init(&late, 2, 0);
+  probe_add(&early, 400000);
+  probe_add(&late, 10000);
+  probe_add(&early, 10000); /* earlier */
+  probe_add(&late, 60000);  /* later: the old 10 ms is forgotten */
+  order_len = 0;
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(early.calls, 1);
+  cr_assert_eq(late.calls, 1);
+  cr_assert_lt(early.at[0] - early.due, LATE_OK);
+  cr_assert_geq(late.at[0], late.added + 60 * MS);
+  cr_assert_eq(order[0], 1);
+}
+
+static void readd_self_once(struct probe *p) {
+  if (p->calls == 1)
+    probe_add(p, 20000);
+}
+
+Test(event, readd_from_own_callback_runs_again_later) {
+  struct probe p;
+  probe_init(&p, 1, 0);
+  p.then = readd_self_once;
+  probe_add(&p, 5000);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(p.calls, 2);
+  cr_assert_geq(p.at[1], p.at[0] + 20 * MS);
+}
+
+/* --- add(NULL) ----------------------------------------------------------- */
+
+static struct probe *other;
+static void add_null_to_other(struct probe *p) {
+  (void)p;
+  cr_assert_eq(tw_ev_timer_add(&other->t, NULL), 0);
+}
+
+Test(event, add_null_keeps_a_pending_deadline) {
+  struct probe p, q;
+  struct timeval before, after;
+  probe_init(&p, 1, 0);
+  probe_init(&q, 2, 0);
+  probe_add(&p, 60000);
+  cr_assert(tw_ev_timer_pending(&p.t, &before));
+  cr_assert_eq(tw_ev_timer_add(&p.t, NULL), 0);
+  cr_assert(tw_ev_timer_pending(&p.t, &after));
+  cr_assert_lt(llabs((long long)(tv_wall_us(&after) - tv_wall_us(&before))),
+               1000);
+  other = &p;
+  q.then = add_null_to_other; /* add(NULL) again 20 ms later */
+  probe_add(&q, 20000);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(p.calls, 1);
+  cr_assert_geq(p.at[0], p.added + 60 * MS);
+  cr_assert_lt(p.at[0] - p.due, LATE_OK, "add(NULL) must not restart it");
+}
+
+Test(event, add_null_on_a_timer_not_pending_does_nothing) {
+  struct probe p;
+  probe_init(&p, 1, EV_PERSIST);
+  cr_assert_eq(tw_ev_timer_add(&p.t, NULL), 0);
+  cr_assert_eq(tw_ev_timer_pending(&p.t, NULL), 0);
+  cr_assert_eq(timeout_events(), 0);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(p.calls, 0);
+}
+
+/* --- delete (libevent's test_event_remove_timeout, del idempotence) ------ */
+
+static struct probe *victim, *moved;
+static void del_victim_and_move_other(struct probe *p) {
+  (void)p;
+  cr_assert(tw_ev_timer_pending(&victim->t, NULL), "due, not yet run: pending");
+  cr_assert_eq(tw_ev_timer_del(&victim->t), 0);
+  cr_assert_eq(tw_ev_timer_del(&victim->t), 0);
+  probe_add(moved, 30000); /* due now: re-adding cancels this call */
+}
+
+Test(event, del_or_readd_from_another_callback_cancels_a_due_call) {
+  struct probe a, b, c;
+  probe_init(&a, 1, 0);
+  probe_init(&b, 2, 0);
+  probe_init(&c, 3, 0);
+  a.then = del_victim_and_move_other;
+  victim = &b;
+  moved = &c;
+  probe_add(&a, 1000);
+  probe_add(&b, 2000);
+  probe_add(&c, 2000);
+  sleep_ns(20 * MS); /* all three due in the same wakeup */
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(a.calls, 1);
+  cr_assert_eq(b.calls, 0);
+  cr_assert_eq(c.calls, 1);
+  cr_assert_geq(c.at[0], c.added + 30 * MS);
+}
+
+Test(event, del_is_idempotent_and_an_empty_wheel_lets_dispatch_return) {
+  struct probe p;
+  probe_init(&p, 1, 0);
+  cr_assert_eq(tw_ev_timer_del(&p.t), 0, "never added");
+  probe_add(&p, 50000);
+  cr_assert_eq(timeout_events(), 1);
+  cr_assert_eq(tw_ev_timer_del(&p.t), 0);
+  cr_assert_eq(tw_ev_timer_del(&p.t), 0);
+  cr_assert_eq(timeout_events(), 0, "empty wheel: the event is deleted");
+  int64_t t0 = mono_ns();
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_lt(mono_ns() - t0, 20 * MS, "dispatch returned at once");
+  cr_assert_eq(p.calls, 0);
+  cr_assert_eq(stats().wakeups, 0);
+}
+
+/* --- pending (libevent's test_event_pending) ------------------------------ */
+
+Test(event, pending_reports_absolute_wall_clock_expiry) {
+  struct probe p;
+  struct timeval tv = {0, 0};
+  probe_init(&p, 1, 0);
+  cr_assert_eq(tw_ev_timer_pending(&p.t, &tv), 0);
+  cr_assert_eq(tv.tv_sec, 0, "not pending: tv untouched");
+  int64_t w0 = wall_us();
+  probe_add(&p, 250000);
+  int64_t w1 = wall_us();
+  cr_assert_eq(tw_ev_timer_pending(&p.t, &tv), EV_TIMEOUT);
+  cr_assert_geq(tv.tv_usec, 0);
+  cr_assert_lt(tv.tv_usec, 1000000);
+  /* The deadline is add + 250 ms rounded up to the ms. */
+  cr_assert_geq(tv_wall_us(&tv), w0 + 250000 - 100);
+  cr_assert_leq(tv_wall_us(&tv), w1 + 251000 + 5000);
+  cr_assert_eq(tw_ev_timer_pending(&p.t, NULL), EV_TIMEOUT);
+  tw_ev_timer_del(&p.t);
+  cr_assert_eq(tw_ev_timer_pending(&p.t, &tv), 0);
+}
+
+Test(event, pending_inside_callbacks_true_for_persistent_only) {
+  struct probe one, per;
+  probe_init(&one, 1, 0);
+  probe_init(&per, 2, EV_PERSIST);
+  per.then = del_after_3;
+  probe_add(&one, 5000);
+  probe_add(&per, 10000);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(one.pending_in_cb, 0);
+  cr_assert_eq(per.calls, 3);
+  cr_assert_eq(per.pending_in_cb, EV_TIMEOUT);
+  /* Inside the call the next expiry is at most one period (+ rounding)
+   * ahead, and in the future unless the call itself was a period late. */
+  cr_assert_leq(per.pending_ahead_us, 10000 + 1000, "%lld us",
+                (long long)per.pending_ahead_us);
+  cr_assert_gt(per.pending_ahead_us, -(LATE_OK / 1000));
+}
+
+/* --- common timeouts (libevent's test_common_timeout) ------------------- */
+
+Test(event, common_timeout_token_is_taken_as_its_duration) {
+  struct timeval thirty = {0, 30000};
+  const struct timeval *token = event_base_init_common_timeout(base, &thirty);
+  cr_assert_not_null(token);
+  cr_assert_neq(token->tv_usec, 30000, "a real token carries magic bits");
+  struct probe one, per;
+  probe_init(&one, 1, 0);
+  probe_init(&per, 2, EV_PERSIST);
+  per.then = del_after_3;
+  one.added = per.added = mono_ns();
+  one.due = per.due = one.added + 30 * MS;
+  cr_assert_eq(tw_ev_timer_add(&one.t, token), 0);
+  cr_assert_eq(tw_ev_timer_add(&per.t, token), 0);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(one.calls, 1);
+  cr_assert_lt(one.at[0] - one.due, LATE_OK, "not a 0x5... second timeout");
+  cr_assert_eq(per.calls, 3);
+  cr_assert_geq(per.at[2], per.added + 90 * MS);
+  cr_assert_lt(per.at[2] - (per.added + 90 * MS), LATE_OK);
+}
+
+/* --- zero and negative timeouts: next iteration, never this one --------- */
+
+static void readd_zero(struct probe *p) {
+  if (p->calls < 10) {
+    struct timeval zero = {0, 0}, negative = {-1, 0};
+    p->due = mono_ns();
+    cr_assert_eq(tw_ev_timer_add(&p->t, p->calls % 2 ? &zero : &negative), 0);
+  }
+}
+
+Test(event, zero_or_negative_timeout_from_callback_runs_next_iteration) {
+  struct probe p;
+  int calls_before;
+  probe_init(&p, 1, 0);
+  p.then = readd_zero;
+  probe_add(&p, 0);
+  /* Each EVLOOP_ONCE is one iteration: at most one call in each. */
+  for (iteration = 1; iteration <= 40 && p.calls < 10; iteration++) {
+    calls_before = p.calls;
+    cr_assert_geq(event_base_loop(base, EVLOOP_ONCE), 0);
+    cr_assert_leq(p.calls - calls_before, 1, "two calls in iteration %d",
+                  iteration);
+  }
+  cr_assert_eq(p.calls, 10);
+  cr_assert_eq(event_base_dispatch(base), 1);
+}
+
+/* A higher-priority libevent timer runs first in the iteration where the
+ * adapter's event is also due, adds a zero timeout, and keeps the loop
+ * busy past the next ms: the new timer must still wait for the next
+ * iteration (libevent's own rule for tv = 0). */
+static struct probe *zero_probe;
+static void high_priority_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  (void)arg;
+  probe_add(zero_probe, 0);
+  spin_ns(3 * MS);
+}
+
+Test(event, zero_timeout_added_outside_the_wheel_waits_for_next_iteration) {
+  struct probe t, z;
+  struct timeval five = {0, 5000};
+  tw_ev_free(d); /* priorities must exist before the adapter's event */
+  cr_assert_eq(event_base_priority_init(base, 2), 0);
+  d = tw_ev_new(base);
+  probe_init(&t, 1, 0);
+  probe_init(&z, 2, 0);
+  zero_probe = &z;
+  struct event *high = evtimer_new(base, high_priority_cb, NULL);
+  event_priority_set(high, 0);
+  probe_add(&t, 5000);
+  evtimer_add(high, &five);
+  sleep_ns(20 * MS); /* both overdue: activated in the same iteration */
+  iteration = 1;
+  cr_assert_geq(event_base_loop(base, EVLOOP_ONCE), 0);
+  cr_assert_eq(z.calls, 0, "zero timeout ran in the iteration that added it");
+  for (iteration = 2; iteration < 10 && z.calls == 0; iteration++)
+    event_base_loop(base, EVLOOP_ONCE);
+  cr_assert_eq(z.calls, 1);
+  cr_assert_eq(t.calls, 1);
+  cr_assert_leq(t.iteration, z.iteration);
+  event_free(high);
+}
+
+/* --- free from inside callbacks (libevent's test_event_free_*) ----------- */
+
+static struct probe *later_probe;
+static void free_adapter(struct probe *p) {
+  (void)p;
+  tw_ev_free(d);
+  tw_ev_free(d); /* a second call while deferred is a no-op */
+  cr_assert_eq(tw_ev_timer_add(&later_probe->t, &(struct timeval){0, 1000}), -1,
+               "adds after tw_ev_free give -1");
+  cr_assert_eq(tw_ev_timer_pending(&later_probe->t, NULL), 0);
+  cr_assert_null(tw_ev_wheel(d));
+  tw_stats s;
+  cr_assert_eq(tw_ev_stats(d, &s), -1);
+}
+
+Test(event, free_adapter_inside_a_callback_no_other_timer_runs) {
+  struct probe a, b, c;
+  tw_ev_timer *heap_timer;
+  probe_init(&a, 1, EV_PERSIST);
+  probe_init(&b, 2, 0);
+  probe_init(&c, 3, 0);
+  heap_timer = tw_ev_timer_new(d, 0, probe_cb, &c);
+  cr_assert_not_null(heap_timer);
+  a.then = free_adapter;
+  later_probe = &c;
+  probe_add(&a, 1000);
+  probe_add(&b, 2000); /* due in the same wakeup */
+  probe_add(&c, 40000);
+  cr_assert_eq(tw_ev_timer_add(heap_timer, &(struct timeval){0, 2000}), 0);
+  sleep_ns(10 * MS);
+  cr_assert_eq(event_base_dispatch(base), 1, "the event went with the adapter");
+  d = NULL;
+  cr_assert_eq(a.calls, 1);
+  cr_assert_eq(b.calls, 0);
+  cr_assert_eq(c.calls, 0);
+  /* Timers of a freed adapter: inactive, del/pending/free are safe. */
+  cr_assert_eq(tw_ev_timer_pending(&a.t, NULL), 0);
+  cr_assert_eq(tw_ev_timer_del(&b.t), 0);
+  tw_ev_timer_free(heap_timer);
+}
+
+Test(event, free_adapter_outside_callbacks_never_calls_its_timers) {
+  struct probe a;
+  probe_init(&a, 1, 0);
+  probe_add(&a, 1000);
+  tw_ev_free(d);
+  d = NULL;
+  sleep_ns(5 * MS);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(a.calls, 0);
+  cr_assert_eq(tw_ev_timer_del(&a.t), 0);
+}
+
+static int self_free_calls;
+static void free_self_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  self_free_calls++;
+  tw_ev_timer_free(*(tw_ev_timer **)arg);
+}
+
+static tw_ev_timer *doomed;
+static int doomed_calls;
+static void doomed_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  (void)arg;
+  doomed_calls++;
+}
+static void free_doomed(evutil_socket_t fd, short what, void *arg) {
+  free_self_cb(fd, what, arg);
+  tw_ev_timer_free(doomed); /* due in this same wakeup, not yet run */
+  doomed = NULL;
+}
+
+Test(event, free_timer_inside_its_own_or_another_callback) {
+  tw_ev_timer *one, *per, *killer;
+  one = tw_ev_timer_new(d, 0, free_self_cb, &one);
+  per = tw_ev_timer_new(d, EV_PERSIST, free_self_cb, &per);
+  killer = tw_ev_timer_new(d, 0, free_doomed, &killer);
+  doomed = tw_ev_timer_new(d, 0, doomed_cb, NULL);
+  cr_assert(one && per && killer && doomed);
+  cr_assert_eq(tw_ev_timer_add(one, &(struct timeval){0, 2000}), 0);
+  cr_assert_eq(tw_ev_timer_add(per, &(struct timeval){0, 3000}), 0);
+  cr_assert_eq(tw_ev_timer_add(killer, &(struct timeval){0, 1000}), 0);
+  cr_assert_eq(tw_ev_timer_add(doomed, &(struct timeval){0, 1500}), 0);
+  sleep_ns(10 * MS);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(self_free_calls, 3,
+               "each freed itself once; the persistent "
+               "one is not called again");
+  cr_assert_eq(doomed_calls, 0);
+  cr_assert_eq(tw_count(tw_ev_wheel(d)), 0);
+}
+
+/* The adapter's event is due in the same iteration as a higher-priority
+ * libevent callback that frees the adapter: its activation is dropped. */
+static void free_adapter_from_libevent(evutil_socket_t fd, short what,
+                                       void *arg) {
+  (void)fd;
+  (void)what;
+  (void)arg;
+  tw_ev_free(d);
+  d = NULL;
+}
+
+Test(event, free_adapter_from_another_callback_while_its_event_is_due) {
+  struct probe t;
+  struct timeval one = {0, 1000};
+  tw_ev_free(d);
+  cr_assert_eq(event_base_priority_init(base, 2), 0);
+  d = tw_ev_new(base);
+  probe_init(&t, 1, 0);
+  struct event *high = evtimer_new(base, free_adapter_from_libevent, NULL);
+  event_priority_set(high, 0);
+  probe_add(&t, 1000);
+  evtimer_add(high, &one);
+  sleep_ns(10 * MS);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_null(d);
+  cr_assert_eq(t.calls, 0);
+  event_free(high);
+}
+
+Test(event, two_adapters_on_one_base_are_independent) {
+  tw_ev *d2 = tw_ev_new(base);
+  struct probe a, b;
+  probe_init(&a, 1, 0);
+  memset(&b, 0, sizeof b);
+  b.id = 2;
+  cr_assert_eq(tw_ev_timer_assign(&b.t, d2, 0, probe_cb, &b), 0);
+  probe_add(&a, 10000);
+  probe_add(&b, 20000);
+  cr_assert_eq(timeout_events(), 2, "one event per adapter");
+  order_len = 0;
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(order_len, 2);
+  cr_assert_eq(order[0], 1);
+  cr_assert_eq(order[1], 2);
+  tw_stats s;
+  cr_assert_eq(tw_ev_stats(d2, &s), 0);
+  cr_assert_eq(s.fired, 1);
+  tw_ev_free(d2);
+}
+
+/* --- one event per base, counters ---------------------------------------- */
+
+static void never_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  (void)arg;
+  cr_assert_fail("must not run");
+}
+
+Test(event, ten_thousand_timers_add_exactly_one_event_to_the_base) {
+  enum { N = 10000 };
+  tw_ev_timer *t = calloc(N, sizeof *t);
+  cr_assert_not_null(t);
+  cr_assert_eq(event_base_get_num_events(base, EVENT_BASE_COUNT_ADDED), 0);
+  srand(3);
+  for (int i = 0; i < N; i++) {
+    struct timeval tv = tv_us(1000000 + rand() % 9000000);
+    cr_assert_eq(
+        tw_ev_timer_assign(&t[i], d, i % 2 ? EV_PERSIST : 0, never_cb, NULL),
+        0);
+    cr_assert_eq(tw_ev_timer_add(&t[i], &tv), 0);
+  }
+  cr_assert_eq(tw_count(tw_ev_wheel(d)), N);
+  cr_assert_eq(event_base_get_num_events(base, EVENT_BASE_COUNT_ADDED), 1);
+  cr_assert_eq(timeout_events(), 1);
+  /* Idle resets (later deadlines) leave the event alone. */
+  uint64_t rearms = stats().rearms;
+  for (int r = 0; r < 5; r++)
+    for (int i = 0; i < N; i++)
+      cr_assert_eq(tw_ev_timer_add(&t[i], &(struct timeval){12 + r, 0}), 0);
+  cr_assert_eq(stats().rearms, rearms, "a later add must not touch libevent");
+  for (int i = 0; i < N; i++)
+    cr_assert_eq(tw_ev_timer_del(&t[i]), 0);
+  cr_assert_eq(event_base_get_num_events(base, EVENT_BASE_COUNT_ADDED), 0);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  free(t);
+}
+
+Test(event, earlier_add_rearms_later_add_does_not) {
+  struct probe a, b;
+  probe_init(&a, 1, 0);
+  probe_init(&b, 2, 0);
+  probe_add(&a, 100000);
+  cr_assert_eq(stats().rearms, 1);
+  probe_add(&a, 200000); /* later */
+  probe_add(&b, 300000); /* later than armed */
+  cr_assert_eq(stats().rearms, 1);
+  probe_add(&b, 50000); /* earlier than armed */
+  cr_assert_eq(stats().rearms, 2);
+  tw_ev_timer_del(&a.t);
+  cr_assert_eq(stats().rearms, 2, "a del that leaves timers: lazy");
+  tw_ev_timer_del(&b.t);
+  cr_assert_eq(stats().rearms, 3, "the last del deletes the event");
+}
+
+Test(event, counters_count_wakeups_empty_wakeups_and_fired) {
+  struct probe a, b, c;
+  probe_init(&a, 1, 0);
+  probe_init(&b, 2, 0);
+  probe_init(&c, 3, 0);
+  probe_add(&a, 10000);
+  probe_add(&b, 40000);
+  probe_add(&c, 40000);
+  tw_ev_timer_del(&a.t); /* the event stays armed for 10 ms: lazy */
+  cr_assert_eq(event_base_dispatch(base), 1);
+  tw_stats s = stats();
+  cr_assert_eq(s.fired, 2);
+  cr_assert_geq(s.empty_wakeups, 1, "the wakeup at 10 ms found nothing");
+  cr_assert_geq(s.wakeups, s.empty_wakeups + 1);
+  cr_assert_leq(s.wakeups - s.empty_wakeups, 2);
+  cr_assert_geq(s.rearms, 2);
+}
+
+/* --- arguments ------------------------------------------------------------ */
+
+static void noop_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  (void)arg;
+}
+
+Test(event, bad_arguments_give_minus_one_and_change_nothing) {
+  tw_ev_timer t, zeroed;
+  struct timeval tv = {1, 0};
+  tw_stats s;
+  memset(&zeroed, 0, sizeof zeroed);
+  cr_assert_null(tw_ev_new(NULL));
+  tw_ev_free(NULL);
+  cr_assert_null(tw_ev_wheel(NULL));
+  cr_assert_eq(tw_ev_stats(NULL, &s), -1);
+  cr_assert_eq(tw_ev_stats(d, NULL), -1);
+  cr_assert_eq(tw_ev_timer_assign(NULL, d, 0, noop_cb, NULL), -1);
+  cr_assert_eq(tw_ev_timer_assign(&t, NULL, 0, noop_cb, NULL), -1);
+  cr_assert_eq(tw_ev_timer_assign(&t, d, 0, NULL, NULL), -1);
+  cr_assert_eq(tw_ev_timer_assign(&t, d, EV_READ, noop_cb, NULL), -1);
+  cr_assert_eq(tw_ev_timer_assign(&t, d, EV_SIGNAL | EV_PERSIST, noop_cb, NULL),
+               -1);
+  cr_assert_eq(
+      tw_ev_timer_assign(&t, d, EV_TIMEOUT | EV_PERSIST, noop_cb, NULL), 0);
+  cr_assert_null(tw_ev_timer_new(NULL, 0, noop_cb, NULL));
+  cr_assert_null(tw_ev_timer_new(d, EV_WRITE, noop_cb, NULL));
+  cr_assert_null(tw_ev_timer_new(d, 0, NULL, NULL));
+  tw_ev_timer_free(NULL);
+  cr_assert_eq(tw_ev_timer_add(NULL, &tv), -1);
+  cr_assert_eq(tw_ev_timer_add(&zeroed, &tv), -1, "never assigned");
+  cr_assert_eq(tw_ev_timer_del(NULL), -1);
+  cr_assert_eq(tw_ev_timer_del(&zeroed), 0);
+  cr_assert_eq(tw_ev_timer_pending(NULL, &tv), 0);
+  cr_assert_eq(tw_ev_timer_pending(&zeroed, NULL), 0);
+  cr_assert_eq(tw_count(tw_ev_wheel(d)), 0);
+  cr_assert_eq(timeout_events(), 0);
+}
+
+Test(event, odd_timevals_saturate_or_normalise) {
+  tw_ev_timer huge, carry;
+  struct timeval tv;
+  cr_assert_eq(tw_ev_timer_assign(&huge, d, EV_PERSIST, never_cb, NULL), 0);
+  cr_assert_eq(tw_ev_timer_assign(&carry, d, 0, never_cb, NULL), 0);
+  tv.tv_sec = (time_t)INT64_MAX;
+  tv.tv_usec = 999999;
+  cr_assert_eq(tw_ev_timer_add(&huge, &tv), 0);
+  cr_assert(tw_ev_timer_pending(&huge, &tv));
+  cr_assert_gt(tv.tv_sec, (time_t)(wall_us() / 1000000 + 100LL * 365 * 86400),
+               "saturated far in the future");
+  tv.tv_sec = 1;
+  tv.tv_usec = 1500000; /* 2.5 s */
+  int64_t w0 = wall_us();
+  cr_assert_eq(tw_ev_timer_add(&carry, &tv), 0);
+  cr_assert(tw_ev_timer_pending(&carry, &tv));
+  cr_assert_geq(tv_wall_us(&tv), w0 + 2500000 - 100);
+  cr_assert_lt(tv_wall_us(&tv), w0 + 2500000 + 50000);
+  tw_ev_timer_del(&huge);
+  tw_ev_timer_del(&carry);
+  cr_assert_eq(event_base_dispatch(base), 1);
+}
+
+/* --- stress: 20,000 timers adding and deleting each other --------------- */
+
+enum { STRESS_N = 20000 };
+
+struct stress {
+  tw_ev_timer t;
+  int pending; /* the model */
+  int persist;
+  int calls;
+  int64_t due;    /* earliest allowed next call */
+  int64_t period; /* ns, persistent timers */
+};
+
+static struct stress *st;
+static uint64_t rng, seed;
+static long budget, lives, ended_by_fire, ended_by_del, calls_total;
+
+static uint32_t next_rand(void) { /* xorshift64* */
+  rng ^= rng >> 12;
+  rng ^= rng << 25;
+  rng ^= rng >> 27;
+  return (uint32_t)((rng * 2685821657736338717ULL) >> 32);
+}
+
+static void stress_add(struct stress *s) {
+  long long us = s->persist ? 1000 + next_rand() % 49001 : next_rand() % 50001;
+  struct timeval tv = tv_us(us);
+  if (!s->pending)
+    lives++;
+  s->pending = 1;
+  s->due = mono_ns() + us * 1000;
+  s->period = us * 1000;
+  cr_assert_eq(tw_ev_timer_add(&s->t, &tv), 0);
+}
+
+static void stress_del(struct stress *s) {
+  if (s->pending)
+    ended_by_del++;
+  s->pending = 0;
+  cr_assert_eq(tw_ev_timer_del(&s->t), 0);
+}
+
+static void stress_cb(evutil_socket_t fd, short what, void *arg) {
+  struct stress *s = arg;
+  int64_t now = mono_ns();
+  (void)fd;
+  (void)what;
+  cr_assert(s->pending, "timer %ld called while not pending (seed %llu)",
+            (long)(s - st), (unsigned long long)seed);
+  cr_assert_geq(now, s->due, "timer %ld early by %lld ns (seed %llu)",
+                (long)(s - st), (long long)(s->due - now),
+                (unsigned long long)seed);
+  s->calls++;
+  calls_total++;
+  cr_assert_eq(!!tw_ev_timer_pending(&s->t, NULL), s->persist);
+  if (s->persist) {
+    s->due += s->period; /* the next call is at least a period later */
+    if (s->calls % 3 == 0)
+      stress_del(s);
+  } else {
+    s->pending = 0;
+    ended_by_fire++;
+  }
+  /* Touch two random timers: re-add one, delete or check another. */
+  if (budget > 0) {
+    budget--;
+    stress_add(&st[next_rand() % STRESS_N]);
+  }
+  struct stress *o = &st[next_rand() % STRESS_N];
+  if (next_rand() % 3 == 0)
+    stress_del(o);
+  else
+    cr_assert_eq(!!tw_ev_timer_pending(&o->t, NULL), o->pending);
+}
+
+Test(event, stress_20000_timers_adding_and_deleting_each_other, .timeout = 60) {
+  seed = (uint64_t)mono_ns() | 1;
+  if (getenv("TW_SEED"))
+    seed = strtoull(getenv("TW_SEED"), NULL, 10);
+  rng = seed;
+  st = calloc(STRESS_N, sizeof *st);
+  cr_assert_not_null(st);
+  budget = 2 * STRESS_N;
+  for (int i = 0; i < STRESS_N; i++) {
+    st[i].persist = i % 10 == 0;
+    cr_assert_eq(tw_ev_timer_assign(&st[i].t, d, st[i].persist ? EV_PERSIST : 0,
+                                    stress_cb, &st[i]),
+                 0);
+    stress_add(&st[i]);
+  }
+  cr_assert_eq(timeout_events(), 1);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  for (int i = 0; i < STRESS_N; i++)
+    cr_assert_eq(st[i].pending, 0, "timer %d still pending (seed %llu)", i,
+                 (unsigned long long)seed);
+  cr_assert_eq(lives, ended_by_fire + ended_by_del,
+               "every add accounted for: %ld lives, %ld fired, %ld deleted "
+               "(seed %llu)",
+               lives, ended_by_fire, ended_by_del, (unsigned long long)seed);
+  cr_assert_eq(budget, 0);
+  tw_stats s = stats();
+  cr_assert_eq(s.fired, (uint64_t)calls_total);
+  cr_assert_eq(tw_count(tw_ev_wheel(d)), 0);
+  cr_assert_eq(timeout_events(), 0);
+  free(st);
+}
+
+/* --- an idle reaper on real sockets --------------------------------------- */
+
+struct conn {
+  struct bufferevent *bev;
+  tw_ev_timer idle;
+  int64_t last; /* CLOCK_MONOTONIC before the latest idle-timer add */
+  int reaped;
+  int64_t reaped_at;
+};
+
+static struct conn server_conns[2];
+static int accepted;
+static const struct timeval idle_tv = {0, 100000}; /* 100 ms */
+
+static void conn_touch(struct conn *c) {
+  c->last = mono_ns();
+  cr_assert_eq(tw_ev_timer_add(&c->idle, &idle_tv), 0);
+}
+
+static void conn_read(struct bufferevent *bev, void *arg) {
+  struct evbuffer *in = bufferevent_get_input(bev);
+  evbuffer_drain(in, evbuffer_get_length(in));
+  conn_touch(arg);
+}
+
+static void conn_reap(evutil_socket_t fd, short what, void *arg) {
+  struct conn *c = arg;
+  (void)fd;
+  (void)what;
+  c->reaped_at = mono_ns();
+  cr_assert_geq(c->reaped_at, c->last + 100 * MS, "reaped early");
+  c->reaped = 1;
+  bufferevent_free(c->bev);
+  c->bev = NULL;
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
+                      struct sockaddr *sa, int len, void *arg) {
+  (void)l;
+  (void)sa;
+  (void)len;
+  (void)arg;
+  cr_assert_lt(accepted, 2);
+  struct conn *c = &server_conns[accepted++];
+  c->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+  bufferevent_setcb(c->bev, conn_read, NULL, NULL, c);
+  bufferevent_enable(c->bev, EV_READ);
+  cr_assert_eq(tw_ev_timer_assign(&c->idle, d, 0, conn_reap, c), 0);
+  conn_touch(c);
+}
+
+static int chatty_fd;
+static int chats;
+static void chat(struct probe *p) {
+  if (write(chatty_fd, "x", 1) != 1)
+    cr_assert_fail("write");
+  if (++chats == 15) {
+    tw_ev_timer_del(&p->t);
+    event_base_loopexit(base, NULL);
+  }
+}
+
+Test(event, idle_tcp_connection_is_reaped_and_chatty_one_kept) {
+  struct sockaddr_in sin;
+  socklen_t len = sizeof sin;
+  memset(&sin, 0, sizeof sin);
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct evconnlistener *l = evconnlistener_new_bind(
+      base, on_accept, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 16,
+      (struct sockaddr *)&sin, sizeof sin);
+  cr_assert_not_null(l);
+  getsockname(evconnlistener_get_fd(l), (struct sockaddr *)&sin, &len);
+  int fds[2];
+  for (int i = 0; i < 2; i++) {
+    fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_eq(connect(fds[i], (struct sockaddr *)&sin, sizeof sin), 0);
+    while (accepted <= i)
+      event_base_loop(base, EVLOOP_ONCE);
+  }
+  /* Client 0 stays silent; client 1 writes every 20 ms for 300 ms. */
+  struct probe ticker;
+  chatty_fd = fds[1];
+  probe_init(&ticker, 1, EV_PERSIST);
+  ticker.then = chat;
+  probe_add(&ticker, 20000);
+  event_base_dispatch(base);
+  cr_assert_eq(chats, 15);
+  cr_assert(server_conns[0].reaped, "the idle connection was not reaped");
+  cr_assert_lt(server_conns[0].reaped_at - server_conns[0].last,
+               100 * MS + LATE_OK);
+  cr_assert_eq(server_conns[1].reaped, 0, "the chatty connection was reaped");
+  char byte;
+  cr_assert_eq(read(fds[0], &byte, 1), 0, "the client sees the server close");
+  tw_ev_timer_del(&server_conns[1].idle);
+  bufferevent_free(server_conns[1].bev);
+  evconnlistener_free(l);
+  close(fds[0]);
+  close(fds[1]);
+}
