@@ -1,0 +1,308 @@
+/*
+ * The libuv adapter: one wheel and one uv_timer_t per loop.
+ *
+ * INVARIANT (outside this adapter's callbacks): `armed` is never later than
+ * the earliest deadline of an active timer. It is the deadline the loop
+ * timer is set for, or TW_NEVER when none is pending. A start earlier than
+ * `armed` re-arms; anything later only moves the wheel (lazy: the wakeup at
+ * `armed` may fire nothing, and re-arms exactly).
+ * While `dispatching`, the loop timer is idle and nothing is armed: the
+ * wheel's exact next expiry is read once when tw_advance() returns.
+ * `deferred`: the next expiry was already due when the callbacks returned;
+ * the prepare handle arms the loop timer before the next poll, which keeps
+ * libuv 1.44 from rerunning it in the same timer pass.
+ */
+#define _POSIX_C_SOURCE 200809L /* uv.h needs POSIX types under -std=c11 */
+#include "twheel-uv.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+
+#define TW_UV__REF 1u
+
+struct tw_uv {
+  uv_timer_t timer;     /* the one loop timer */
+  uv_prepare_t prepare; /* arms a due-now loop timer outside the timer phase */
+  uv_loop_t *loop;
+  tw_wheel *wheel;    /* NULL once closing */
+  uint64_t armed;     /* see the invariant above */
+  size_t refd_active; /* active timers that are referenced */
+  tw_stats stats;
+  void (*close_cb)(tw_uv *d);
+  int open_handles;          /* shared handles libuv has not closed yet */
+  unsigned char dispatching; /* inside tw_advance() from on_timer */
+  unsigned char deferred;    /* `armed` is held by the prepare handle */
+  unsigned char closing;
+};
+
+static tw_uv_timer_t *handle_of(tw_timer *t) {
+  return (tw_uv_timer_t *)(void *)((char *)t -
+                                   offsetof(tw_uv_timer_t, tw__timer));
+}
+
+static tw_uv *owner_of(const tw_uv_timer_t *h) {
+  return h ? h->tw__timer.data : NULL;
+}
+
+static uint64_t deadline_after(uv_loop_t *loop, uint64_t timeout) {
+  uint64_t now = uv_now(loop);
+  return timeout > UINT64_MAX - now ? UINT64_MAX : now + timeout;
+}
+
+/* Liveness: the shared handles are referenced iff refd_active > 0. */
+static void refd_inc(tw_uv *d) {
+  if (d->refd_active++ == 0) {
+    uv_ref((uv_handle_t *)&d->timer);
+    uv_ref((uv_handle_t *)&d->prepare);
+  }
+}
+
+static void refd_dec(tw_uv *d) {
+  if (--d->refd_active == 0) {
+    uv_unref((uv_handle_t *)&d->timer);
+    uv_unref((uv_handle_t *)&d->prepare);
+  }
+}
+
+static void on_timer(uv_timer_t *timer);
+
+/* Sets the loop timer for `deadline` (0 ms when already due). */
+static void arm(tw_uv *d, uint64_t deadline) {
+  uint64_t now = uv_now(d->loop);
+  if (d->deferred) {
+    uv_prepare_stop(&d->prepare);
+    d->deferred = 0;
+  }
+  uv_timer_start(&d->timer, on_timer, deadline > now ? deadline - now : 0, 0);
+  d->armed = deadline;
+  d->stats.rearms++;
+}
+
+static void disarm(tw_uv *d) {
+  if (d->armed == TW_NEVER)
+    return;
+  if (d->deferred) {
+    uv_prepare_stop(&d->prepare);
+    d->deferred = 0;
+  } else {
+    uv_timer_stop(&d->timer);
+    d->stats.rearms++;
+  }
+  d->armed = TW_NEVER;
+}
+
+static void on_prepare(uv_prepare_t *prepare) {
+  tw_uv *d = prepare->data;
+  uint64_t next = tw_next_expiry(d->wheel);
+  uv_prepare_stop(prepare);
+  d->deferred = 0;
+  d->armed = TW_NEVER;
+  if (next != TW_NEVER)
+    arm(d, next);
+}
+
+static void on_timer(uv_timer_t *timer) {
+  tw_uv *d = timer->data;
+  uint64_t next;
+  size_t ran;
+
+  d->armed = TW_NEVER; /* libuv stopped the one-shot loop timer */
+  d->dispatching = 1;
+  ran = tw_advance(d->wheel, uv_now(d->loop), TW_ALL);
+  d->dispatching = 0;
+  d->stats.wakeups++;
+  d->stats.empty_wakeups += ran == 0;
+  d->stats.fired += ran;
+  if (d->closing) /* tw_uv_close from a callback: the wheel is gone */
+    return;
+  next = tw_next_expiry(d->wheel);
+  if (next == TW_NEVER)
+    return;
+  if (next <= uv_now(d->loop)) { /* re-arming here would rerun at once */
+    uv_prepare_start(&d->prepare, on_prepare);
+    d->deferred = 1;
+    d->armed = next;
+  } else {
+    arm(d, next);
+  }
+}
+
+/* The wheel's callback for every timer: liveness, then the user's. */
+static void fire(tw_timer *t) {
+  tw_uv_timer_t *h = handle_of(t);
+  if ((h->tw__flags & TW_UV__REF) && !tw_timer_is_active(t))
+    refd_dec(t->data); /* a one-shot is inactive from here on */
+  h->tw__cb(h);        /* h may be freed from here on */
+}
+
+int tw_uv_init(uv_loop_t *loop, tw_uv **out) {
+  tw_uv *d;
+  if (!loop || !out)
+    return UV_EINVAL;
+  d = calloc(1, sizeof *d);
+  if (!d)
+    return UV_ENOMEM;
+  d->wheel = tw_wheel_new(uv_now(loop));
+  if (!d->wheel) {
+    free(d);
+    return UV_ENOMEM;
+  }
+  /* Neither can fail on a live loop (libuv 1.44 to 1.48). */
+  uv_timer_init(loop, &d->timer);
+  uv_prepare_init(loop, &d->prepare);
+  d->timer.data = d->prepare.data = d;
+  uv_unref((uv_handle_t *)&d->timer);
+  uv_unref((uv_handle_t *)&d->prepare);
+  d->loop = loop;
+  d->armed = TW_NEVER;
+  d->open_handles = 2;
+  *out = d;
+  return 0;
+}
+
+static void on_handle_closed(uv_handle_t *handle) {
+  tw_uv *d = handle->data;
+  if (--d->open_handles > 0)
+    return;
+  if (d->close_cb)
+    d->close_cb(d);
+  free(d);
+}
+
+void tw_uv_close(tw_uv *d, void (*close_cb)(tw_uv *d)) {
+  if (!d || d->closing)
+    return;
+  d->closing = 1;
+  d->close_cb = close_cb;
+  tw_wheel_free(
+      d->wheel); /* inside a callback: freed when tw_advance returns */
+  d->wheel = NULL;
+  d->refd_active = 0;
+  d->armed = TW_NEVER;
+  d->deferred = 0;
+  uv_close((uv_handle_t *)&d->timer, on_handle_closed);
+  uv_close((uv_handle_t *)&d->prepare, on_handle_closed);
+}
+
+tw_wheel *tw_uv_wheel(tw_uv *d) {
+  return d ? d->wheel : NULL;
+}
+
+uv_loop_t *tw_uv_loop(const tw_uv *d) {
+  return d ? d->loop : NULL;
+}
+
+int tw_uv_stats(const tw_uv *d, tw_stats *out) {
+  if (!d || !out)
+    return UV_EINVAL;
+  *out = d->stats;
+  return 0;
+}
+
+int tw_uv_timer_init(tw_uv *d, tw_uv_timer_t *handle) {
+  if (!d || !handle || d->closing)
+    return UV_EINVAL;
+  tw_timer_init(&handle->tw__timer);
+  handle->tw__timer.data = d;
+  handle->tw__cb = NULL;
+  handle->tw__flags = TW_UV__REF;
+  return 0;
+}
+
+int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
+                      uint64_t timeout, uint64_t repeat) {
+  tw_uv *d = owner_of(handle);
+  uint64_t deadline;
+  int was_active;
+
+  if (!d || !cb || d->closing)
+    return UV_EINVAL;
+  was_active = tw_timer_is_active(&handle->tw__timer);
+  deadline = deadline_after(d->loop, timeout);
+  if (tw_timer_start_at(d->wheel, &handle->tw__timer, fire, deadline, repeat))
+    return UV_EINVAL; /* not initialised */
+  handle->tw__cb = cb;
+  if (!was_active && (handle->tw__flags & TW_UV__REF))
+    refd_inc(d);
+  if (deadline < d->armed && !d->dispatching)
+    arm(d, deadline);
+  return 0;
+}
+
+int tw_uv_timer_stop(tw_uv_timer_t *handle) {
+  tw_uv *d = owner_of(handle);
+  uint64_t deadline;
+
+  if (!d)
+    return UV_EINVAL;
+  if (!tw_timer_is_active(&handle->tw__timer))
+    return 0; /* also every timer of a closing adapter */
+  deadline = tw_timer_deadline(&handle->tw__timer);
+  tw_timer_stop(d->wheel, &handle->tw__timer);
+  if (handle->tw__flags & TW_UV__REF)
+    refd_dec(d);
+  if (d->dispatching)
+    return 0; /* the next expiry is read when the callbacks return */
+  if (tw_count(d->wheel) == 0)
+    disarm(d);
+  else if (deadline == d->armed && !d->deferred) { /* maybe the earliest */
+    uint64_t next = tw_next_expiry(d->wheel);
+    if (next != d->armed)
+      arm(d, next);
+  }
+  return 0;
+}
+
+int tw_uv_timer_again(tw_uv_timer_t *handle) {
+  tw_uv *d = owner_of(handle);
+  uint64_t repeat;
+
+  if (!d || !handle->tw__cb || d->closing)
+    return UV_EINVAL;
+  repeat = tw_timer_get_repeat(&handle->tw__timer);
+  if (repeat == 0)
+    return 0;
+  return tw_uv_timer_start(handle, handle->tw__cb, repeat, repeat);
+}
+
+void tw_uv_timer_set_repeat(tw_uv_timer_t *handle, uint64_t repeat) {
+  if (handle)
+    tw_timer_set_repeat(&handle->tw__timer, repeat);
+}
+
+uint64_t tw_uv_timer_get_repeat(const tw_uv_timer_t *handle) {
+  return handle ? tw_timer_get_repeat(&handle->tw__timer) : 0;
+}
+
+uint64_t tw_uv_timer_get_due_in(const tw_uv_timer_t *handle) {
+  uint64_t deadline, now;
+  if (!handle || !tw_timer_is_active(&handle->tw__timer))
+    return 0;
+  deadline = tw_timer_deadline(&handle->tw__timer);
+  now = uv_now(owner_of(handle)->loop);
+  return deadline > now ? deadline - now : 0;
+}
+
+int tw_uv_timer_is_active(const tw_uv_timer_t *handle) {
+  return handle ? tw_timer_is_active(&handle->tw__timer) : 0;
+}
+
+void tw_uv_timer_ref(tw_uv_timer_t *handle) {
+  if (!owner_of(handle) || (handle->tw__flags & TW_UV__REF))
+    return;
+  handle->tw__flags |= TW_UV__REF;
+  if (tw_timer_is_active(&handle->tw__timer))
+    refd_inc(owner_of(handle));
+}
+
+void tw_uv_timer_unref(tw_uv_timer_t *handle) {
+  if (!owner_of(handle) || !(handle->tw__flags & TW_UV__REF))
+    return;
+  handle->tw__flags &= ~TW_UV__REF;
+  if (tw_timer_is_active(&handle->tw__timer))
+    refd_dec(owner_of(handle));
+}
+
+int tw_uv_timer_has_ref(const tw_uv_timer_t *handle) {
+  return owner_of(handle) && (handle->tw__flags & TW_UV__REF);
+}

@@ -1,0 +1,181 @@
+/*
+ * twheel-uv: any number of timers behind one uv_timer_t per libuv loop.
+ *
+ * Create one tw_uv per uv_loop_t, then use tw_uv_timer_t exactly like
+ * uv_timer_t: rename uv_timer_* to tw_uv_timer_* and pass the tw_uv instead
+ * of the loop to tw_uv_timer_init(). Each function mirrors its uv_timer_*
+ * twin (same arguments, same UV_E* codes, deadlines from uv_now(loop)); the
+ * few places where it cannot, or where libuv is silent, are said at the
+ * function concerned.
+ *
+ * How the adapter drives the loop:
+ *  - one uv_timer_t (and one uv_prepare_t, see below) per tw_uv, whatever
+ *    the number of timers. It is armed for the wheel's next expiry and
+ *    re-armed only when that becomes earlier: moving a deadline later (the
+ *    idle-timeout reset) never touches it, and at worst costs one wakeup
+ *    that fires nothing, after which it is re-armed exactly. It is stopped
+ *    when no timer is active. When it fires the wheel advances to
+ *    uv_now(loop) and runs every due callback in deadline order, equal
+ *    deadlines in the order of their latest start, as libuv does.
+ *  - loop liveness as in Node.js: the shared handles are referenced only
+ *    while at least one referenced timer is active, so uv_run() returns when
+ *    only unreferenced timers remain.
+ *  - a callback that restarts a timer with 0 ms never starves I/O: a timer
+ *    started while callbacks run fires at the earliest in the next loop
+ *    iteration. When that leaves a timer due at once, the uv_timer_t is
+ *    re-armed from the prepare phase instead of from its own callback (libuv
+ *    1.44 would rerun it in the same pass), so I/O and check callbacks run
+ *    between two calls. The uv_prepare_t does nothing else.
+ *
+ * Threads: like libuv handles, a tw_uv and its timers belong to the loop's
+ * thread.
+ */
+#ifndef TWHEEL_UV_H
+#define TWHEEL_UV_H
+
+#include <stdint.h>
+
+#include <twheel.h>
+#include <uv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One per loop; opaque. */
+typedef struct tw_uv tw_uv;
+
+typedef struct tw_uv_timer_s tw_uv_timer_t;
+typedef void (*tw_uv_timer_cb)(tw_uv_timer_t *handle);
+
+/*
+ * A timer: caller-owned, embed it in your connection struct (no allocation
+ * per timer, ever). 80 bytes on LP64, against 152 for a uv_timer_t.
+ * Only `data` is yours; everything after it is private.
+ */
+struct tw_uv_timer_s {
+  void *data; /* public, like uv_handle_t.data; the adapter never touches it */
+
+  /* private */
+  tw_timer tw__timer;    /* in the adapter's wheel; its data is the tw_uv */
+  tw_uv_timer_cb tw__cb; /* NULL until the first start */
+  unsigned tw__flags;    /* TW_UV__REF */
+};
+
+/*
+ * Creates the adapter for `loop`: one wheel whose time starts at
+ * uv_now(loop), one uv_timer_t and one uv_prepare_t, both initialised in the
+ * loop and unreferenced until a referenced timer is started. Their `data`
+ * field points at the adapter; do not uv_close() them yourself (close the
+ * adapter before a uv_walk() that closes every handle, or skip handles for
+ * which uv_is_closing() is true).
+ * Returns 0 and stores the adapter in *out, UV_EINVAL for a NULL argument,
+ * UV_ENOMEM when out of memory (*out untouched on error).
+ */
+TW_EXTERN int tw_uv_init(uv_loop_t *loop, tw_uv **out);
+
+/*
+ * Closes the adapter; safe from inside any callback, including a timer
+ * callback of this adapter. At once: every timer becomes inactive and is
+ * never called again (its memory is the caller's again), and starts return
+ * UV_EINVAL. Then libuv closes the shared handles; when it has, `close_cb`
+ * (may be NULL) runs once and the adapter's memory is freed: the loop must
+ * run for that to happen, as for uv_close(). NULL, or a second call while
+ * closing, is a no-op (the first close_cb stays).
+ * After close_cb the adapter is gone: its timers may still be stopped,
+ * queried and freed, but starting one again requires tw_uv_timer_init() on
+ * a live adapter.
+ */
+TW_EXTERN void tw_uv_close(tw_uv *d, void (*close_cb)(tw_uv *d));
+
+/*
+ * The adapter's wheel (NULL when closing, or for NULL), for reading:
+ * tw_count(), tw_now(), tw_next_expiry(). Start and stop timers through
+ * tw_uv_timer_*: the loop timer only knows about those; a timer started on
+ * the wheel directly may never be woken for.
+ */
+TW_EXTERN tw_wheel *tw_uv_wheel(tw_uv *d);
+
+/* The loop the adapter was created for (NULL for NULL). */
+TW_EXTERN uv_loop_t *tw_uv_loop(const tw_uv *d);
+
+/*
+ * Copies the adapter's counters about its one loop timer into *out:
+ * wakeups (the uv_timer_t fired), empty_wakeups (of those, how many ran no
+ * callback: the price of lazy re-arming, see above), fired (twheel
+ * callbacks run), rearms (uv_timer_start or uv_timer_stop on the shared
+ * handle). Valid until close_cb has run. 0, or UV_EINVAL for NULL.
+ */
+TW_EXTERN int tw_uv_stats(const tw_uv *d, tw_stats *out);
+
+/*
+ * Like uv_timer_init(): the timer is inactive, never started, repeat 0,
+ * referenced; `data` is left as it is. Do not call it on an active timer
+ * (stop it first), as with libuv. UV_EINVAL for NULL or a closing adapter.
+ * A timer that was never initialised is refused by every function with
+ * UV_EINVAL when its memory is zeroed (garbage memory cannot be detected).
+ */
+TW_EXTERN int tw_uv_timer_init(tw_uv *d, tw_uv_timer_t *handle);
+
+/*
+ * Like uv_timer_start(): calls `cb` at uv_now(loop) + timeout, then every
+ * `repeat` ms if repeat > 0. Starting an active timer re-arms it (the old
+ * deadline is forgotten; it counts as started now for the order of equal
+ * deadlines). The deadline saturates at UINT64_MAX - 1 (libuv: UINT64_MAX),
+ * so a huge timeout is an ordinary active timer that never fires.
+ * A timer started while this adapter's callbacks run fires at the earliest
+ * in the next loop iteration, whatever its timeout (libuv >= 1.48 does the
+ * same; 1.44 reruns a 0 ms timer in the same pass).
+ * UV_EINVAL for a NULL callback or handle, an uninitialised handle, or a
+ * closing adapter (nothing changed).
+ */
+TW_EXTERN int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
+                                uint64_t timeout, uint64_t repeat);
+
+/* Like uv_timer_stop(): idempotent, 0. UV_EINVAL for NULL or an
+ * uninitialised handle. Afterwards the handle's memory may be freed. */
+TW_EXTERN int tw_uv_timer_stop(tw_uv_timer_t *handle);
+
+/*
+ * Like uv_timer_again(): UV_EINVAL if the timer was never started; with
+ * repeat 0 nothing happens and 0 is returned; otherwise the timer is
+ * (re)started at uv_now(loop) + repeat with its callback, started or not.
+ * On a closing adapter it returns UV_EINVAL where libuv's again on a closing
+ * handle returns 0 and does nothing.
+ */
+TW_EXTERN int tw_uv_timer_again(tw_uv_timer_t *handle);
+
+/* Like uv_timer_set_repeat(): the period used from the next re-arm on; the
+ * current deadline stays. NULL is a no-op. */
+TW_EXTERN void tw_uv_timer_set_repeat(tw_uv_timer_t *handle, uint64_t repeat);
+
+/* Like uv_timer_get_repeat(). 0 for NULL. */
+TW_EXTERN uint64_t tw_uv_timer_get_repeat(const tw_uv_timer_t *handle);
+
+/*
+ * Like uv_timer_get_due_in(): max(0, deadline - uv_now(loop)) for an active
+ * timer. Inside its own callback a repeating timer reports `repeat` (it is
+ * already re-armed) and a one-shot 0. For an inactive timer it returns 0
+ * (libuv keeps reporting the deadline of a stopped timer). 0 for NULL.
+ */
+TW_EXTERN uint64_t tw_uv_timer_get_due_in(const tw_uv_timer_t *handle);
+
+/* Like uv_is_active() on a timer: 1 while armed; inside its own callback 1
+ * only for a repeating timer. 0 for NULL. */
+TW_EXTERN int tw_uv_timer_is_active(const tw_uv_timer_t *handle);
+
+/*
+ * Like uv_ref()/uv_unref()/uv_has_ref() on a timer: an active referenced
+ * timer keeps uv_run() going, an unreferenced one does not (it still fires
+ * while something else keeps the loop running). Timers start referenced.
+ * NULL and uninitialised handles: no-op, and has_ref returns 0.
+ */
+TW_EXTERN void tw_uv_timer_ref(tw_uv_timer_t *handle);
+TW_EXTERN void tw_uv_timer_unref(tw_uv_timer_t *handle);
+TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TWHEEL_UV_H */

@@ -1,0 +1,1089 @@
+/*
+ * The libuv adapter against real loops and the real clock. The first half
+ * ports the intent of libuv's own timer tests (test-timer.c, test-ref.c,
+ * test-loop-time.c); the second covers what the adapter adds: one UV_TIMER
+ * handle, lazy re-arming, liveness, 0 ms timers that cannot starve I/O, close.
+ *
+ * Every callback checks "never early" with uv_hrtime(), as libuv's
+ * timer_early_check does: uv_now() is the loop's cached clock (never ahead
+ * of uv_hrtime), and a deadline is uv_now() at the start plus the timeout.
+ * Order and never-early are asserted exactly; lateness only with generous
+ * bounds.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "twheel-uv.h"
+
+/* ---- fixture: a fresh loop, one adapter, an iteration counter ---- */
+
+static uv_loop_t loop;
+static tw_uv *d;
+static uv_check_t iter_check;
+static unsigned long iterations; /* loop iterations completed (check phase) */
+
+static void on_check(uv_check_t *c) {
+  (void)c;
+  iterations++;
+}
+
+static void setup(void) {
+  cr_assert_eq(uv_loop_init(&loop), 0);
+  cr_assert_eq(tw_uv_init(&loop, &d), 0);
+  cr_assert_eq(uv_check_init(&loop, &iter_check), 0);
+  cr_assert_eq(uv_check_start(&iter_check, on_check), 0);
+  uv_unref((uv_handle_t *)&iter_check); /* counts, keeps nothing alive */
+  iterations = 0;
+}
+
+static void close_any(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h))
+    uv_close(h, NULL);
+}
+
+static void teardown(void) {
+  if (d)
+    tw_uv_close(d, NULL); /* before the walk, which skips closing handles */
+  uv_walk(&loop, close_any, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_assert_eq(uv_loop_close(&loop), 0, "a handle was left open");
+}
+
+TestSuite(uv, .init = setup, .fini = teardown, .timeout = 10);
+
+/* ---- probes: timers that log every call and check never-early ---- */
+
+enum { MAX_LOG = 20000 };
+
+struct entry {
+  int id;
+  unsigned long iteration;
+  uint64_t now;
+  int active;      /* tw_uv_timer_is_active inside the callback */
+  uint64_t due_in; /* tw_uv_timer_get_due_in inside the callback */
+};
+
+static struct entry log_[MAX_LOG];
+static size_t log_len;
+
+struct probe {
+  tw_uv_timer_t t;
+  int id;
+  int calls;
+  uint64_t deadline; /* the loop-clock deadline the callback must not beat */
+  void (*then)(struct probe *p);
+};
+
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+  return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
+static void probe_cb(tw_uv_timer_t *h) {
+  struct probe *p = h->data;
+  uint64_t now = uv_now(&loop);
+  uint64_t hr_ms = uv_hrtime() / 1000000;
+
+  cr_assert_geq(now, p->deadline,
+                "timer %d: loop time %llu before deadline %llu", p->id,
+                (unsigned long long)now, (unsigned long long)p->deadline);
+  cr_assert_geq(hr_ms, p->deadline,
+                "timer %d: uv_hrtime %llu ms before deadline %llu", p->id,
+                (unsigned long long)hr_ms, (unsigned long long)p->deadline);
+  cr_assert_lt(log_len, MAX_LOG);
+  log_[log_len++] =
+      (struct entry){p->id, iterations, now, tw_uv_timer_is_active(h),
+                     tw_uv_timer_get_due_in(h)};
+  p->calls++;
+  if (tw_uv_timer_get_repeat(h))
+    p->deadline = sat_add(now, tw_uv_timer_get_repeat(h));
+  if (p->then)
+    p->then(p);
+}
+
+static void probes_init(struct probe *p, int n) {
+  for (int i = 0; i < n; i++) {
+    memset(&p[i], 0, sizeof p[i]);
+    cr_assert_eq(tw_uv_timer_init(d, &p[i].t), 0);
+    p[i].t.data = &p[i];
+    p[i].id = i;
+  }
+  log_len = 0;
+}
+
+static void start(struct probe *p, uint64_t timeout, uint64_t repeat) {
+  cr_assert_eq(tw_uv_timer_start(&p->t, probe_cb, timeout, repeat), 0);
+  p->deadline = sat_add(uv_now(&loop), timeout);
+}
+
+#define EXPECT_FIRED(...)                                                      \
+  do {                                                                         \
+    const int want_[] = {__VA_ARGS__};                                         \
+    size_t n_ = sizeof want_ / sizeof want_[0];                                \
+    cr_assert_eq(log_len, n_, "fired %zu callbacks, expected %zu", log_len,    \
+                 n_);                                                          \
+    for (size_t i_ = 0; i_ < n_; i_++)                                         \
+      cr_assert_eq(log_[i_].id, want_[i_],                                     \
+                   "call %zu was timer %d, expected %d", i_, log_[i_].id,      \
+                   want_[i_]);                                                 \
+  } while (0)
+
+static tw_stats stats_now(void) {
+  tw_stats s;
+  cr_assert_eq(tw_uv_stats(d, &s), 0);
+  return s;
+}
+
+/* The adapter's shared handles, found the way a user would: uv_walk. */
+struct census {
+  int timers, prepares;
+  uv_timer_t *shared;
+};
+
+static void count_handle(uv_handle_t *h, void *arg) {
+  struct census *c = arg;
+  if (h->type == UV_TIMER) {
+    c->timers++;
+    if (h->data == d)
+      c->shared = (uv_timer_t *)h;
+  } else if (h->type == UV_PREPARE) {
+    c->prepares++;
+  }
+}
+
+static struct census census(void) {
+  struct census c = {0, 0, NULL};
+  uv_walk(&loop, count_handle, &c);
+  return c;
+}
+
+/* ==== libuv's timer tests, ported in intent ==== */
+
+/* timer_init */
+Test(uv, init_state_is_inactive_never_started_repeat_zero_referenced) {
+  tw_uv_timer_t t;
+  t.data = &t;
+  cr_assert_eq(tw_uv_timer_init(d, &t), 0);
+  cr_assert_eq(t.data, &t, "init must leave data alone, as uv_timer_init does");
+  cr_assert_eq(tw_uv_timer_is_active(&t), 0);
+  cr_assert_eq(tw_uv_timer_get_repeat(&t), 0);
+  cr_assert_eq(tw_uv_timer_get_due_in(&t), 0);
+  cr_assert_eq(tw_uv_timer_has_ref(&t), 1);
+  cr_assert_eq(tw_uv_timer_again(&t), UV_EINVAL); /* never started */
+  cr_assert_eq(tw_uv_timer_stop(&t), 0);
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+}
+
+/* timer: ten one-shots spread over 90 ms, a repeating timer that closes
+ * after five calls, and a stopped one that never runs. */
+static struct probe basic[12];
+
+static void stop_after_five(struct probe *p) {
+  cr_assert(tw_uv_timer_is_active(&p->t));
+  if (p->calls == 5)
+    cr_assert_eq(tw_uv_timer_stop(&p->t), 0);
+}
+
+static void one_shot_is_inactive(struct probe *p) {
+  cr_assert_not(tw_uv_timer_is_active(&p->t));
+}
+
+Test(uv, one_shots_and_a_repeat_fire_like_libuv_timer_test) {
+  probes_init(basic, 12);
+  uint64_t t0 = uv_now(&loop);
+  for (int i = 0; i < 10; i++) {
+    basic[i].then = one_shot_is_inactive;
+    start(&basic[i], (uint64_t)i * 10, 0);
+  }
+  basic[10].then = stop_after_five;
+  start(&basic[10], 20, 20);
+  start(&basic[11], 20, 20);
+  cr_assert_eq(tw_uv_timer_stop(&basic[11].t), 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  for (int i = 0; i < 10; i++)
+    cr_assert_eq(basic[i].calls, 1, "one-shot %d ran %d times", i,
+                 basic[i].calls);
+  cr_assert_eq(basic[10].calls, 5);
+  cr_assert_eq(basic[11].calls, 0);
+  cr_assert_geq(uv_now(&loop) - t0, 100);
+}
+
+/* timer_start_twice */
+static int never_calls;
+static void never_cb(tw_uv_timer_t *h) {
+  (void)h;
+  never_calls++;
+}
+
+Test(uv, start_twice_keeps_only_the_second_start) {
+  static struct probe p;
+  probes_init(&p, 1);
+  cr_assert_eq(tw_uv_timer_start(&p.t, never_cb, 10, 0), 0);
+  start(&p, 10, 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(never_calls, 0);
+  cr_assert_eq(p.calls, 1);
+}
+
+/* timer_order: equal deadlines by latest start; late timers by deadline. */
+Test(uv, equal_deadlines_fire_in_order_of_latest_start) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  start(&p[0], 10, 0); /* uv_now does not move between these starts */
+  start(&p[1], 10, 0);
+  start(&p[2], 10, 0);
+  start(&p[0], 10, 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  EXPECT_FIRED(1, 2, 0);
+}
+
+Test(uv, late_timers_fire_by_deadline_in_one_pass) {
+  static struct probe p[4];
+  probes_init(p, 4);
+  start(&p[0], 30, 0);
+  start(&p[1], 10, 0);
+  start(&p[2], 20, 0);
+  start(&p[3], 10, 0);
+  uv_sleep(50); /* block the loop past every deadline */
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  EXPECT_FIRED(1, 3, 2, 0);
+  cr_assert_eq(log_[0].iteration, log_[3].iteration, "not one pass");
+}
+
+/* timer_zero_timeout: a timer restarting itself with 0 ms from its callback
+ * runs once per loop iteration, on libuv 1.44 too. */
+static void restart_zero(struct probe *p) {
+  start(p, 0, 0);
+}
+
+static void restart_zero_and_stop_loop(struct probe *p) {
+  start(p, 0, 0);
+  uv_stop(&loop);
+}
+
+Test(uv, zero_timeout_restarted_in_its_callback_runs_once_per_uv_run_nowait) {
+  static struct probe p;
+  probes_init(&p, 1);
+  p.then = restart_zero;
+  start(&p, 0, 0);
+  for (int i = 1; i <= 100; i++) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(p.calls, i, "%d calls after %d NOWAIT runs", p.calls, i);
+  }
+  for (size_t i = 1; i < log_len; i++)
+    cr_assert_gt(log_[i].iteration, log_[i - 1].iteration);
+  cr_assert_eq(tw_uv_timer_stop(&p.t), 0);
+}
+
+Test(uv, zero_timeout_restarted_with_uv_stop_returns_after_one_call) {
+  static struct probe p;
+  probes_init(&p, 1);
+  p.then = restart_zero_and_stop_loop;
+  start(&p, 0, 0);
+  cr_assert_neq(uv_run(&loop, UV_RUN_DEFAULT), 0); /* still alive */
+  cr_assert_eq(p.calls, 1);
+  cr_assert_neq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(p.calls, 2);
+  cr_assert_eq(tw_uv_timer_stop(&p.t), 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(p.calls, 2);
+}
+
+/* timer_huge_timeout */
+static struct probe huge[3];
+
+static void stop_the_huge_ones(struct probe *p) {
+  (void)p;
+  cr_assert_eq(tw_uv_timer_stop(&huge[1].t), 0);
+  cr_assert_eq(tw_uv_timer_stop(&huge[2].t), 0);
+}
+
+Test(uv, huge_timeouts_saturate_stay_active_and_never_fire) {
+  probes_init(huge, 3);
+  huge[0].then = stop_the_huge_ones;
+  start(&huge[0], 1, 0);
+  start(&huge[1], 0xffffffffffffULL, 0);
+  start(&huge[2], UINT64_MAX, 0);
+  uint64_t now = uv_now(&loop);
+  cr_assert_eq(tw_uv_timer_get_due_in(&huge[1].t), 0xffffffffffffULL);
+  /* saturated at UINT64_MAX - 1 (libuv: UINT64_MAX) */
+  cr_assert_eq(tw_uv_timer_get_due_in(&huge[2].t), UINT64_MAX - 1 - now);
+  cr_assert(tw_uv_timer_is_active(&huge[2].t));
+  cr_assert_eq(tw_count(tw_uv_wheel(d)), 3);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  EXPECT_FIRED(0);
+}
+
+/* timer_huge_repeat */
+static struct probe hrep[2];
+
+static void ten_calls_then_stop(struct probe *p) {
+  (void)p;
+  if (log_len == 10) {
+    tw_uv_timer_stop(&hrep[0].t);
+    tw_uv_timer_stop(&hrep[1].t);
+  }
+}
+
+Test(uv, huge_repeat_fires_once_and_is_rearmed_far_away) {
+  probes_init(hrep, 2);
+  hrep[0].then = hrep[1].then = ten_calls_then_stop;
+  start(&hrep[0], 2, 2);
+  start(&hrep[1], 1, UINT64_MAX);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(log_len, 10);
+  cr_assert_eq(log_[0].id, 1);
+  cr_assert(log_[0].active, "a repeating timer is active in its callback");
+  for (size_t i = 1; i < 10; i++)
+    cr_assert_eq(log_[i].id, 0);
+}
+
+/* timer_run_once, plus NOWAIT */
+Test(uv, run_once_and_nowait_run_due_timers) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start(&p, 0, 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 0);
+  cr_assert_eq(p.calls, 1);
+  start(&p, 1, 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 0);
+  cr_assert_eq(p.calls, 2);
+  start(&p, 0, 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_NOWAIT), 0);
+  cr_assert_eq(p.calls, 3);
+  start(&p, 200, 0);
+  cr_assert_neq(uv_run(&loop, UV_RUN_NOWAIT), 0);
+  cr_assert_eq(p.calls, 3, "NOWAIT must not wait for a 200 ms timer");
+  cr_assert_eq(tw_uv_timer_stop(&p.t), 0);
+}
+
+/* timer_null_callback, and a handle used before init */
+Test(uv, null_callback_and_bad_arguments_are_einval_and_change_nothing) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start(&p, 40, 0);
+  uint64_t due = tw_uv_timer_get_due_in(&p.t);
+  cr_assert_eq(tw_uv_timer_start(&p.t, NULL, 5, 0), UV_EINVAL);
+  cr_assert_eq(tw_uv_timer_get_due_in(&p.t), due);
+  cr_assert_eq(tw_uv_timer_start(NULL, probe_cb, 5, 0), UV_EINVAL);
+  cr_assert_eq(tw_uv_timer_stop(NULL), UV_EINVAL);
+  cr_assert_eq(tw_uv_timer_again(NULL), UV_EINVAL);
+  cr_assert_eq(tw_uv_timer_init(NULL, &p.t), UV_EINVAL);
+  cr_assert_eq(tw_uv_timer_init(d, NULL), UV_EINVAL);
+  tw_uv_timer_set_repeat(NULL, 5);
+  tw_uv_timer_ref(NULL);
+  tw_uv_timer_unref(NULL);
+  cr_assert_eq(tw_uv_timer_get_repeat(NULL), 0);
+  cr_assert_eq(tw_uv_timer_get_due_in(NULL), 0);
+  cr_assert_eq(tw_uv_timer_is_active(NULL), 0);
+  cr_assert_eq(tw_uv_timer_has_ref(NULL), 0);
+  cr_assert(tw_uv_timer_is_active(&p.t));
+
+  tw_uv *other = (tw_uv *)&p; /* never written through: out is checked first */
+  cr_assert_eq(tw_uv_init(NULL, &other), UV_EINVAL);
+  cr_assert_eq(other, (tw_uv *)&p);
+  cr_assert_eq(tw_uv_init(&loop, NULL), UV_EINVAL);
+  tw_stats s;
+  cr_assert_eq(tw_uv_stats(NULL, &s), UV_EINVAL);
+  cr_assert_eq(tw_uv_stats(d, NULL), UV_EINVAL);
+  cr_assert_null(tw_uv_wheel(NULL));
+  cr_assert_null(tw_uv_loop(NULL));
+  cr_assert_eq(tw_uv_loop(d), &loop);
+  tw_uv_close(NULL, NULL);
+  cr_assert_eq(tw_uv_timer_stop(&p.t), 0);
+}
+
+Test(uv, handle_used_before_init_is_einval) {
+  tw_uv_timer_t zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  cr_assert_eq(tw_uv_timer_start(&zeroed, probe_cb, 5, 0), UV_EINVAL);
+  cr_assert_eq(tw_uv_timer_stop(&zeroed), UV_EINVAL);
+  cr_assert_eq(tw_uv_timer_again(&zeroed), UV_EINVAL);
+  cr_assert_eq(tw_uv_timer_is_active(&zeroed), 0);
+  cr_assert_eq(tw_uv_timer_get_due_in(&zeroed), 0);
+  cr_assert_eq(tw_uv_timer_has_ref(&zeroed), 0);
+  tw_uv_timer_ref(&zeroed);
+  cr_assert_eq(tw_uv_timer_has_ref(&zeroed), 0);
+  cr_assert_eq(tw_count(tw_uv_wheel(d)), 0);
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+}
+
+/* timer_is_closing: a closed adapter refuses starts. */
+static int closed_calls;
+static tw_stats stats_at_close;
+static void on_closed(tw_uv *closed) {
+  closed_calls++;
+  cr_assert_eq(tw_uv_stats(closed, &stats_at_close), 0); /* still valid here */
+}
+
+Test(uv, closed_adapter_refuses_starts_with_einval) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start(&p, 10, 5);
+  tw_uv_close(d, on_closed);
+  cr_assert_eq(tw_uv_timer_start(&p.t, probe_cb, 10, 0), UV_EINVAL);
+  cr_assert_eq(tw_uv_timer_again(&p.t), UV_EINVAL);
+  cr_assert_eq(tw_uv_timer_stop(&p.t), 0);
+  cr_assert_eq(tw_uv_timer_init(d, &p.t), UV_EINVAL);
+  cr_assert_null(tw_uv_wheel(d));
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(closed_calls, 1);
+  cr_assert_eq(p.calls, 0);
+  d = NULL;
+}
+
+/* timer_early_check, widened: many timeouts, restarts, a repeat; probe_cb
+ * checks every call against uv_hrtime(). */
+static void restart_a_few_times(struct probe *p) {
+  if (p->calls < 3)
+    start(p, (uint64_t)(p->id % 7) + 1, 0);
+}
+
+Test(uv, never_fires_before_its_deadline_by_uv_hrtime) {
+  enum { N = 60 };
+  static struct probe p[N];
+  probes_init(p, N);
+  for (int i = 0; i < N; i++) {
+    p[i].then = restart_a_few_times;
+    start(&p[i], (uint64_t)(i % 25) + 1, 0);
+  }
+  uint64_t t0 = uv_hrtime();
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(log_len, 3 * N);
+  for (int i = 0; i < N; i++)
+    cr_assert_eq(p[i].calls, 3);
+  cr_assert_lt((uv_hrtime() - t0) / 1000000, 1000, "far too late");
+}
+
+/* timer_no_double_call_once / _nowait: after the loop was blocked for
+ * several periods, a repeating timer runs exactly as often as a uv_timer_t
+ * twin with the same period in the same loop (missed periods collapse), and
+ * inside its callback it is active with due_in == repeat. */
+static int twin_calls;
+static void twin_cb(uv_timer_t *h) {
+  (void)h;
+  twin_calls++;
+}
+
+Test(uv, blocked_repeat_runs_like_its_uv_timer_twin_in_run_once) {
+  static struct probe p;
+  uv_timer_t twin;
+  probes_init(&p, 1);
+  cr_assert_eq(uv_timer_init(&loop, &twin), 0);
+  cr_assert_eq(uv_timer_start(&twin, twin_cb, 10, 10), 0);
+  start(&p, 10, 10);
+  uv_sleep(35);
+  uv_run(&loop, UV_RUN_ONCE);
+  cr_assert_geq(p.calls, 1);
+  cr_assert_eq(p.calls, twin_calls, "twheel %d calls, uv_timer_t %d", p.calls,
+               twin_calls);
+  cr_assert(log_[0].active);
+  cr_assert_eq(log_[0].due_in, 10);
+  uv_close((uv_handle_t *)&twin, NULL);
+  tw_uv_timer_stop(&p.t);
+  uv_run(&loop, UV_RUN_DEFAULT);
+}
+
+Test(uv, blocked_repeat_runs_once_in_run_nowait) {
+  static struct probe p;
+  uv_timer_t twin;
+  probes_init(&p, 1);
+  cr_assert_eq(uv_timer_init(&loop, &twin), 0);
+  cr_assert_eq(uv_timer_start(&twin, twin_cb, 10, 10), 0);
+  start(&p, 10, 10);
+  uv_sleep(55); /* five periods */
+  uv_run(&loop, UV_RUN_NOWAIT);
+  cr_assert_eq(p.calls, 1);
+  cr_assert_eq(twin_calls, 1);
+  cr_assert_eq(log_[0].due_in, 10);
+  uv_close((uv_handle_t *)&twin, NULL);
+  tw_uv_timer_stop(&p.t);
+  uv_run(&loop, UV_RUN_DEFAULT);
+}
+
+/* timer_no_run_on_unref, timer_ref, timer_ref2 */
+Test(uv, unreferenced_zero_timer_never_runs_and_uv_run_returns) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start(&p, 0, 0);
+  tw_uv_timer_unref(&p.t);
+  cr_assert_eq(tw_uv_timer_has_ref(&p.t), 0);
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(p.calls, 0);
+  cr_assert(tw_uv_timer_is_active(&p.t));
+}
+
+Test(uv, unref_before_start_and_of_an_active_repeat_keep_nothing_alive) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  tw_uv_timer_unref(&p[0].t); /* timer_ref: unref while inactive */
+  start(&p[0], 1000, 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  start(&p[1], 1000, 1000); /* timer_ref2: unref while active */
+  cr_assert_eq(uv_loop_alive(&loop), 1);
+  tw_uv_timer_unref(&p[1].t);
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  tw_uv_timer_ref(&p[1].t);
+  cr_assert_eq(uv_loop_alive(&loop), 1);
+  tw_uv_timer_stop(&p[1].t);
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+  cr_assert_eq(log_len, 0);
+}
+
+Test(uv, unreferenced_timers_fire_while_a_referenced_one_keeps_the_loop) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start(&p[0], 60, 0);
+  start(&p[1], 5, 5);
+  tw_uv_timer_unref(&p[1].t);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0); /* returns when p[0] fired */
+  cr_assert_eq(p[0].calls, 1);
+  cr_assert_geq(p[1].calls, 1); /* usually ~11; a stalled loop collapses */
+  cr_assert(tw_uv_timer_is_active(&p[1].t));
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+}
+
+/* timer_again */
+Test(uv, again_follows_uv_timer_again) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  tw_uv_timer_set_repeat(&p[0].t, 30);
+  cr_assert_eq(tw_uv_timer_again(&p[0].t), UV_EINVAL, "never started");
+  cr_assert_not(tw_uv_timer_is_active(&p[0].t));
+
+  start(&p[0], 50, 0); /* repeat 0: again does nothing */
+  cr_assert_eq(tw_uv_timer_again(&p[0].t), 0);
+  cr_assert_eq(tw_uv_timer_get_due_in(&p[0].t), 50);
+  cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0);
+  cr_assert_eq(tw_uv_timer_again(&p[0].t), 0);
+  cr_assert_not(tw_uv_timer_is_active(&p[0].t),
+                "again with repeat 0 stays stopped");
+
+  tw_uv_timer_set_repeat(&p[0].t, 30); /* stopped, repeat set: again starts */
+  cr_assert_eq(tw_uv_timer_get_repeat(&p[0].t), 30);
+  cr_assert_eq(tw_uv_timer_again(&p[0].t), 0);
+  p[0].deadline = uv_now(&loop) + 30;
+  cr_assert(tw_uv_timer_is_active(&p[0].t));
+  cr_assert_eq(tw_uv_timer_get_due_in(&p[0].t), 30);
+
+  start(&p[1], 10, 100); /* active repeat: again re-arms at now + repeat */
+  cr_assert_eq(tw_uv_timer_again(&p[1].t), 0);
+  p[1].deadline = uv_now(&loop) + 100;
+  cr_assert_eq(tw_uv_timer_get_due_in(&p[1].t), 100);
+
+  uv_run(&loop, UV_RUN_ONCE); /* p[0] at 30 */
+  while (p[0].calls < 2)
+    uv_run(&loop, UV_RUN_ONCE);
+  cr_assert_eq(log_[0].id, 0);
+  cr_assert_eq(log_[0].due_in, 30);
+  tw_uv_timer_set_repeat(&p[0].t, 0); /* the next call is the last */
+  while (p[1].calls < 1)
+    uv_run(&loop, UV_RUN_ONCE);
+  tw_uv_timer_stop(&p[1].t);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_not(tw_uv_timer_is_active(&p[0].t));
+}
+
+/* loop_backend_timeout. libuv 1.44 reports 0 until an iteration ran, and
+ * 0 (1.44) or -1 (later) when nothing is pending. */
+Test(uv, backend_timeout_follows_the_earliest_timer) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+  start(&p[0], 0, 0); /* one real iteration first */
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_leq(uv_backend_timeout(&loop), 0);
+  start(&p[0], 1000, 0);
+  cr_assert_gt(uv_backend_timeout(&loop), 100);
+  cr_assert_leq(uv_backend_timeout(&loop), 1000);
+  start(&p[1], 50, 0);
+  cr_assert_leq(uv_backend_timeout(&loop), 50);
+  cr_assert_eq(tw_uv_timer_stop(&p[1].t), 0); /* it was the earliest */
+  cr_assert_gt(uv_backend_timeout(&loop), 100);
+  start(&p[0], 20, 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_leq(uv_backend_timeout(&loop), 0);
+  EXPECT_FIRED(0, 0);
+}
+
+/* ==== what the adapter adds ==== */
+
+Test(uv, ten_thousand_timers_use_exactly_one_uv_timer_handle) {
+  enum { N = 10000 };
+  static struct probe p[N];
+  probes_init(p, N);
+  for (int i = 0; i < N; i++)
+    start(&p[i], (uint64_t)(i * 7919 % 50) + 1, 0);
+  struct census c = census();
+  cr_assert_eq(c.timers, 1, "%d UV_TIMER handles", c.timers);
+  cr_assert_not_null(c.shared);
+  cr_assert_eq(tw_count(tw_uv_wheel(d)), N);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(log_len, N);
+  for (size_t i = 1; i < log_len; i++) {
+    uint64_t before = p[log_[i - 1].id].deadline,
+             after = p[log_[i].id].deadline;
+    cr_assert_leq(before, after, "call %zu out of deadline order", i);
+    if (before == after)
+      cr_assert_lt(log_[i - 1].id, log_[i].id,
+                   "equal deadlines out of start order");
+  }
+  cr_assert_eq(census().timers, 1);
+}
+
+/* One uv_timer_start per earlier deadline; a later deadline (the idle reset)
+ * or a stop of a timer that is not the earliest leaves it alone. */
+Test(uv, shared_timer_is_rearmed_only_when_the_next_expiry_gets_earlier) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  start(&p[0], 500, 0);
+  uv_timer_t *shared = census().shared;
+  cr_assert(uv_is_active((uv_handle_t *)shared));
+  cr_assert_eq(uv_timer_get_due_in(shared), 500);
+  cr_assert_eq(stats_now().rearms, 1);
+  for (uint64_t i = 1; i <= 1000; i++)
+    start(&p[0], 500 + i, 0); /* idle resets: later every time */
+  start(&p[1], 800, 0);
+  cr_assert_eq(stats_now().rearms, 1, "a later deadline touched the uv timer");
+  cr_assert_eq(uv_timer_get_due_in(shared), 500);
+  start(&p[2], 300, 0);
+  cr_assert_eq(stats_now().rearms, 2);
+  cr_assert_eq(uv_timer_get_due_in(shared), 300);
+  cr_assert_eq(tw_uv_timer_stop(&p[1].t), 0); /* not the earliest */
+  cr_assert_eq(stats_now().rearms, 2);
+  cr_assert_eq(tw_uv_timer_stop(&p[2].t), 0); /* the earliest: exact again */
+  cr_assert_eq(uv_timer_get_due_in(shared), 1500);
+  cr_assert_eq(stats_now().rearms, 3);
+  cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0); /* empty: stopped */
+  cr_assert_not(uv_is_active((uv_handle_t *)shared));
+  cr_assert_eq(stats_now().rearms, 4);
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+  cr_assert_eq(log_len, 0);
+}
+
+Test(uv, stats_count_wakeups_fired_and_wakeups_that_fired_nothing) {
+  enum { N = 100 };
+  static struct probe p[N + 1];
+  probes_init(p, N + 1);
+  for (int i = 0; i < N; i++)
+    start(&p[i], 10, 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  tw_stats s = stats_now();
+  cr_assert_eq(s.wakeups, 1);
+  cr_assert_eq(s.fired, N);
+  cr_assert_eq(s.empty_wakeups, 0);
+  cr_assert_eq(s.rearms, 1);
+
+  start(&p[N], 20, 0);
+  start(&p[N], 40, 0); /* lazy: the uv timer still wakes at 20, for nothing */
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  s = stats_now();
+  cr_assert_eq(s.wakeups, 3);
+  cr_assert_eq(s.empty_wakeups, 1);
+  cr_assert_eq(s.fired, N + 1);
+  cr_assert_eq(s.rearms, 3); /* armed at 20, then exactly at 40 */
+  cr_assert_geq(log_[N].now, p[N].deadline);
+}
+
+/* Timers started with 0 ms from another timer's callback run in the next
+ * loop iteration, not in the same pass (libuv 1.44 would run them at once). */
+static struct probe chain[4];
+
+static void start_two_zero_timers(struct probe *p) {
+  (void)p;
+  start(&chain[1], 0, 0);
+  start(&chain[2], 0, 0);
+}
+
+Test(uv, zero_timers_started_from_a_callback_run_in_the_next_iteration) {
+  probes_init(chain, 4);
+  chain[0].then = start_two_zero_timers;
+  start(&chain[0], 5, 0);
+  start(&chain[3], 5, 0); /* due in the same pass as chain[0] */
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  EXPECT_FIRED(0, 3, 1, 2);
+  cr_assert_eq(log_[1].iteration, log_[0].iteration);
+  cr_assert_gt(log_[2].iteration, log_[0].iteration, "ran in the same pass");
+  cr_assert_eq(log_[3].iteration, log_[2].iteration);
+}
+
+/* A callback restarting itself with 0 ms does not starve real I/O: a TCP
+ * ping-pong on 127.0.0.1 completes while it spins, and between two of its
+ * calls the loop always went through poll and the check phase. */
+struct pingpong {
+  uv_tcp_t server, client, accepted;
+  uv_connect_t connect;
+  uv_write_t client_write, server_write;
+  char server_buf[64], client_buf[64];
+  int round_trips, target;
+  struct probe spinner;
+};
+static struct pingpong pp;
+
+static void pp_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf) {
+  (void)size;
+  char *mem = h == (uv_handle_t *)&pp.client ? pp.client_buf : pp.server_buf;
+  *buf = uv_buf_init(mem, sizeof pp.server_buf);
+}
+
+static void pp_written(uv_write_t *req, int status) {
+  (void)req;
+  cr_assert_eq(status, 0);
+}
+
+static void pp_ping(void) {
+  static char msg[] = "ping";
+  uv_buf_t buf = uv_buf_init(msg, 4);
+  cr_assert_eq(uv_write(&pp.client_write, (uv_stream_t *)&pp.client, &buf, 1,
+                        pp_written),
+               0);
+}
+
+static void pp_server_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  (void)s;
+  if (n <= 0)
+    return;
+  uv_buf_t echo = uv_buf_init(buf->base, (unsigned)n);
+  cr_assert_eq(uv_write(&pp.server_write, (uv_stream_t *)&pp.accepted, &echo, 1,
+                        pp_written),
+               0);
+}
+
+static void pp_client_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  (void)s;
+  (void)buf;
+  if (n <= 0)
+    return;
+  if (++pp.round_trips < pp.target) {
+    pp_ping();
+    return;
+  }
+  tw_uv_timer_stop(&pp.spinner.t);
+  uv_close((uv_handle_t *)&pp.client, NULL);
+  uv_close((uv_handle_t *)&pp.accepted, NULL);
+  uv_close((uv_handle_t *)&pp.server, NULL);
+}
+
+static void pp_connection(uv_stream_t *server, int status) {
+  cr_assert_eq(status, 0);
+  cr_assert_eq(uv_tcp_init(&loop, &pp.accepted), 0);
+  cr_assert_eq(uv_accept(server, (uv_stream_t *)&pp.accepted), 0);
+  cr_assert_eq(
+      uv_read_start((uv_stream_t *)&pp.accepted, pp_alloc, pp_server_read), 0);
+}
+
+static void pp_connected(uv_connect_t *req, int status) {
+  (void)req;
+  cr_assert_eq(status, 0);
+  cr_assert_eq(
+      uv_read_start((uv_stream_t *)&pp.client, pp_alloc, pp_client_read), 0);
+  pp_ping();
+}
+
+Test(uv, zero_timer_spinning_in_its_callback_does_not_starve_tcp_io) {
+  struct sockaddr_in addr;
+  struct sockaddr_storage bound;
+  int len = sizeof bound;
+
+  memset(&pp, 0, sizeof pp);
+  pp.target = 20;
+  probes_init(&pp.spinner, 1);
+  pp.spinner.then = restart_zero;
+  cr_assert_eq(uv_ip4_addr("127.0.0.1", 0, &addr), 0);
+  cr_assert_eq(uv_tcp_init(&loop, &pp.server), 0);
+  cr_assert_eq(uv_tcp_bind(&pp.server, (const struct sockaddr *)&addr, 0), 0);
+  cr_assert_eq(uv_listen((uv_stream_t *)&pp.server, 16, pp_connection), 0);
+  cr_assert_eq(uv_tcp_getsockname(&pp.server, (struct sockaddr *)&bound, &len),
+               0);
+  cr_assert_eq(uv_tcp_init(&loop, &pp.client), 0);
+  cr_assert_eq(uv_tcp_connect(&pp.connect, &pp.client,
+                              (const struct sockaddr *)&bound, pp_connected),
+               0);
+  start(&pp.spinner, 0, 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(pp.round_trips, pp.target);
+  cr_assert_geq(pp.spinner.calls, pp.target, "the spinner ran %d times",
+                pp.spinner.calls);
+  for (size_t i = 1; i < log_len; i++)
+    cr_assert_gt(log_[i].iteration, log_[i - 1].iteration,
+                 "calls %zu and %zu in one iteration", i - 1, i);
+}
+
+/* Inside callbacks: a repeating timer is active with due_in == repeat, a
+ * one-shot is inactive; stopping or restarting a timer due in the same pass
+ * cancels its call. */
+static struct probe pass[4];
+
+static void stop_and_push_the_others(struct probe *p) {
+  (void)p;
+  tw_uv_timer_stop(&pass[1].t);
+  start(&pass[2], 30, 0);
+}
+
+Test(uv, stop_or_restart_inside_a_pass_cancels_a_due_call) {
+  probes_init(pass, 4);
+  pass[0].then = stop_and_push_the_others;
+  start(&pass[0], 10, 0);
+  start(&pass[1], 10, 0);
+  start(&pass[2], 10, 0);
+  start(&pass[3], 10, 25);
+  uv_run(&loop, UV_RUN_ONCE);
+  while (pass[2].calls == 0)
+    uv_run(&loop, UV_RUN_ONCE);
+  tw_uv_timer_stop(&pass[3].t);
+  cr_assert_eq(log_[0].id, 0);
+  cr_assert_eq(log_[0].active, 0);
+  cr_assert_eq(log_[1].id, 3);
+  cr_assert_eq(log_[1].active, 1);
+  cr_assert_eq(log_[1].due_in, 25);
+  cr_assert_eq(pass[1].calls, 0);
+  cr_assert_eq(pass[2].calls, 1);
+  cr_assert_geq(log_[log_len - 1].now, log_[0].now + 30);
+}
+
+/* Liveness like Node's single timer: uv_run returns once the last
+ * referenced timer has fired, with unreferenced ones still armed. */
+Test(uv, loop_alive_exactly_while_a_referenced_timer_is_active) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+  start(&p[0], 20, 0);
+  cr_assert_eq(uv_loop_alive(&loop), 1);
+  start(&p[1], 5000, 0);
+  tw_uv_timer_unref(&p[1].t);
+  start(&p[2], 5, 0);
+  tw_uv_timer_unref(&p[2].t);
+  tw_uv_timer_ref(&p[2].t);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  EXPECT_FIRED(2, 0);
+  cr_assert(tw_uv_timer_is_active(&p[1].t));
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+}
+
+/* ==== close ==== */
+
+Test(uv, close_with_active_timers_calls_none_and_close_cb_once) {
+  static struct probe p[4];
+  probes_init(p, 4);
+  start(&p[0], 0, 0);
+  start(&p[1], 10, 0);
+  start(&p[2], 5, 5);
+  start(&p[3], 1, 0);
+  tw_uv_timer_unref(&p[3].t);
+  tw_uv_close(d, on_closed);
+  tw_uv_close(d, NULL); /* while closing: no-op, the first close_cb stays */
+  for (int i = 0; i < 4; i++)
+    cr_assert_not(tw_uv_timer_is_active(&p[i].t));
+  cr_assert_eq(closed_calls, 0, "close_cb before libuv closed the handle");
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(closed_calls, 1);
+  cr_assert_eq(log_len, 0);
+  cr_assert_eq(stats_at_close.fired, 0);
+  /* The adapter is freed; its timers may still be stopped and queried. */
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(tw_uv_timer_stop(&p[i].t), 0);
+    cr_assert_eq(tw_uv_timer_get_due_in(&p[i].t), 0);
+    tw_uv_timer_ref(&p[i].t);
+  }
+  d = NULL;
+}
+
+static struct probe closing[4];
+
+static void close_the_adapter(struct probe *p) {
+  (void)p;
+  start(&closing[3], 0, 0); /* a due-now timer: the prepare path is armed */
+  tw_uv_close(d, on_closed);
+  cr_assert_eq(tw_uv_timer_start(&closing[3].t, probe_cb, 0, 0), UV_EINVAL);
+}
+
+Test(uv, close_from_a_callback_stops_the_pass_and_calls_nothing_more) {
+  probes_init(closing, 4);
+  closing[0].then = close_the_adapter;
+  start(&closing[0], 5, 0);
+  start(&closing[1], 5, 0); /* due in the same pass, after closing[0] */
+  start(&closing[2], 6, 3);
+  uv_sleep(10);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  EXPECT_FIRED(0);
+  cr_assert_eq(closed_calls, 1);
+  cr_assert_eq(stats_at_close.fired, 1);
+  for (int i = 0; i < 4; i++)
+    cr_assert_not(tw_uv_timer_is_active(&closing[i].t));
+  d = NULL;
+}
+
+static tw_uv_timer_t *heap_timers[64];
+
+static void close_and_free_everything(struct probe *p) {
+  (void)p;
+  tw_uv_close(d, on_closed);
+  for (int i = 0; i < 64; i++) {
+    free(heap_timers[i]); /* inactive at once: the memory is ours again */
+    heap_timers[i] = NULL;
+  }
+}
+
+Test(uv, timers_may_be_freed_right_after_close_from_inside_a_callback) {
+  static struct probe p;
+  probes_init(&p, 1);
+  for (int i = 0; i < 64; i++) {
+    heap_timers[i] = malloc(sizeof *heap_timers[i]);
+    cr_assert_not_null(heap_timers[i]);
+    cr_assert_eq(tw_uv_timer_init(d, heap_timers[i]), 0);
+    cr_assert_eq(tw_uv_timer_start(heap_timers[i], never_cb, (uint64_t)i % 3,
+                                   (uint64_t)i % 2),
+                 0);
+  }
+  p.then = close_and_free_everything;
+  start(&p, 0, 0); /* started last: fires after those due at 0 */
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(closed_calls, 1);
+  cr_assert_eq(p.calls, 1);
+  d = NULL;
+}
+
+/* ==== differential: twheel timers against uv_timer_t twins ==== */
+
+/* Two families of N timers in one loop, driven by the same random script:
+ * uv_timer_t and tw_uv_timer_t. Callbacks stop, restart (>= 1 ms, so that
+ * libuv 1.44's same-pass rerun of 0 ms timers is not involved), `again` and
+ * set_repeat timers of their own family. Each family logs (id, iteration,
+ * active, due_in, repeat) per call; the logs must be identical. */
+enum { TWINS = 200, TWIN_CALLS = 6 };
+
+struct family {
+  uint64_t rng;
+  int again_einval;
+  int calls[TWINS];
+  struct twin_entry {
+    int id;
+    unsigned long iteration;
+    int active;
+    uint64_t due_in, repeat;
+  } log[TWINS * TWIN_CALLS * 4];
+  size_t len;
+};
+static struct family fam[2]; /* 0: uv_timer_t, 1: tw_uv_timer_t */
+static uv_timer_t uvt[TWINS];
+static tw_uv_timer_t twt[TWINS];
+static uint64_t seed;
+
+static uint64_t next_rand(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return *s >> 33;
+}
+
+static void uv_family_cb(uv_timer_t *h);
+static void tw_family_cb(tw_uv_timer_t *h);
+
+/* One scripted operation on timer `id` of family `f`. */
+static void twin_op(int f, int id, unsigned op, uint64_t arg) {
+  switch (op) {
+  case 0: /* start */
+    if (f == 0)
+      uv_timer_start(&uvt[id], uv_family_cb, arg % 20 + 1,
+                     arg % 3 ? 0 : arg % 7 + 1);
+    else
+      tw_uv_timer_start(&twt[id], tw_family_cb, arg % 20 + 1,
+                        arg % 3 ? 0 : arg % 7 + 1);
+    break;
+  case 1:
+    if (f == 0)
+      uv_timer_stop(&uvt[id]);
+    else
+      tw_uv_timer_stop(&twt[id]);
+    break;
+  case 2: /* again: the result codes are compared at the end */
+    fam[f].again_einval += (f == 0 ? uv_timer_again(&uvt[id])
+                                   : tw_uv_timer_again(&twt[id])) == UV_EINVAL;
+    break;
+  case 3:
+    if (f == 0)
+      uv_timer_set_repeat(&uvt[id], arg % 9);
+    else
+      tw_uv_timer_set_repeat(&twt[id], arg % 9);
+    break;
+  }
+}
+
+static void family_call(int f, int id, int active, uint64_t due_in,
+                        uint64_t repeat) {
+  struct family *fm = &fam[f];
+  cr_assert_lt(fm->len, sizeof fm->log / sizeof fm->log[0]);
+  fm->log[fm->len++] =
+      (struct twin_entry){id, iterations, active, due_in, repeat};
+  if (++fm->calls[id] >= TWIN_CALLS) { /* bound the run */
+    twin_op(f, id, 1, 0);
+    return;
+  }
+  unsigned ops = (unsigned)(next_rand(&fm->rng) % 3);
+  for (unsigned i = 0; i < ops; i++) {
+    int target = (int)(next_rand(&fm->rng) % TWINS);
+    unsigned op = (unsigned)(next_rand(&fm->rng) % 4);
+    uint64_t arg = next_rand(&fm->rng);
+    if (fm->calls[target] < TWIN_CALLS)
+      twin_op(f, target, op, arg);
+  }
+}
+
+static void uv_family_cb(uv_timer_t *h) {
+  int id = (int)(h - uvt);
+  family_call(0, id, uv_is_active((uv_handle_t *)h), uv_timer_get_due_in(h),
+              uv_timer_get_repeat(h));
+}
+
+static void tw_family_cb(tw_uv_timer_t *h) {
+  int id = (int)(h - twt);
+  family_call(1, id, tw_uv_timer_is_active(h), tw_uv_timer_get_due_in(h),
+              tw_uv_timer_get_repeat(h));
+}
+
+Test(uv, behaves_like_uv_timer_twins_under_a_random_script) {
+  for (int round = 0; round < 5; round++) {
+    seed = (uint64_t)uv_hrtime() ^ (uint64_t)round * 0x9e3779b97f4a7c15ull;
+    memset(fam, 0, sizeof fam);
+    fam[0].rng = fam[1].rng = seed;
+    uint64_t script = seed;
+    for (int i = 0; i < TWINS; i++) {
+      cr_assert_eq(uv_timer_init(&loop, &uvt[i]), 0);
+      cr_assert_eq(tw_uv_timer_init(d, &twt[i]), 0);
+    }
+    for (int i = 0; i < TWINS; i++) { /* the same initial script for both */
+      unsigned op = (unsigned)(next_rand(&script) % 4);
+      uint64_t arg = next_rand(&script);
+      twin_op(0, i, op == 1 ? 0 : op, arg);
+      twin_op(1, i, op == 1 ? 0 : op, arg);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    size_t n = fam[0].len < fam[1].len ? fam[0].len : fam[1].len;
+    for (size_t i = 0; i < n; i++) {
+      struct twin_entry *a = &fam[0].log[i], *b = &fam[1].log[i];
+      cr_assert(
+          a->id == b->id && a->iteration == b->iteration &&
+              a->active == b->active && a->due_in == b->due_in &&
+              a->repeat == b->repeat,
+          "seed %llu call %zu: uv_timer_t #%d (iter %lu active %d due_in %llu"
+          " repeat %llu) vs twheel #%d (iter %lu active %d due_in %llu repeat "
+          "%llu)",
+          (unsigned long long)seed, i, a->id, a->iteration, a->active,
+          (unsigned long long)a->due_in, (unsigned long long)a->repeat, b->id,
+          b->iteration, b->active, (unsigned long long)b->due_in,
+          (unsigned long long)b->repeat);
+    }
+    cr_assert_eq(fam[0].len, fam[1].len, "seed %llu: %zu calls vs %zu",
+                 (unsigned long long)seed, fam[0].len, fam[1].len);
+    cr_assert_eq(fam[0].again_einval, fam[1].again_einval);
+    cr_assert_gt(fam[0].len, TWINS / 2);
+    for (int i = 0; i < TWINS; i++) {
+      uv_timer_stop(&uvt[i]);
+      tw_uv_timer_stop(&twt[i]);
+      uv_close((uv_handle_t *)&uvt[i], NULL);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+}
