@@ -75,6 +75,10 @@ TW_EXTERN tw_wheel *tw_wheel_new(uint64_t now);
  */
 TW_EXTERN void tw_wheel_free(tw_wheel *w);
 
+/* Bytes one wheel takes (its single allocation in tw_wheel_new), whatever
+ * the number of timers: the per-loop cost next to sizeof(tw_timer). */
+TW_EXTERN size_t tw_wheel_size(void);
+
 /* Time of the latest advance (or of tw_wheel_new). 0 for NULL. */
 TW_EXTERN uint64_t tw_now(const tw_wheel *w);
 

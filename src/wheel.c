@@ -98,6 +98,8 @@ void tw_wheel_free(tw_wheel *w) {
     free(w);
 }
 
+size_t tw_wheel_size(void) { return sizeof(tw_wheel); }
+
 uint64_t tw_now(const tw_wheel *w) {
   return w ? w->now : 0;
 }
