@@ -185,6 +185,37 @@ Test(wheel, rule3_saturated_timer_counts_and_fires_only_at_never_minus_one) {
   EXPECT_FIRED(0);
 }
 
+Test(wheel, rule3_repeat_and_again_near_uint64_max_saturate) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start(&p[0], 10, UINT64_MAX); /* repeat re-arm saturates */
+  cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 1);
+  cr_assert(log_[0].active);
+  cr_assert_eq(log_[0].deadline, TW_NEVER - 1);
+  cr_assert_eq(tw_timer_get_repeat(&p[0].timer), UINT64_MAX);
+  start(&p[1], 5, 0);
+  tw_timer_set_repeat(&p[1].timer, UINT64_MAX - 3);
+  cr_assert_eq(tw_timer_again(wheel_, &p[1].timer), 0);
+  cr_assert_eq(tw_timer_deadline(&p[1].timer), TW_NEVER - 1);
+  cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER - 1);
+  cr_assert_eq(tw_count(wheel_), 2);
+}
+
+Test(wheel, time_at_uint64_max_fires_saturated_timers_and_stays_there) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start_at(&p[0], UINT64_MAX - 1);
+  start(&p[1], UINT64_MAX, 0);
+  cr_assert_eq(tw_advance(wheel_, UINT64_MAX, TW_ALL), 2);
+  EXPECT_FIRED(0, 1);
+  cr_assert_eq(tw_now(wheel_), UINT64_MAX);
+  start(&p[0], 1, 0); /* now + 1 saturates below now: due at once */
+  cr_assert_eq(tw_timer_deadline(&p[0].timer), TW_NEVER - 1);
+  cr_assert_leq(tw_next_expiry(wheel_), tw_now(wheel_));
+  cr_assert_eq(tw_advance(wheel_, 5, TW_ALL), 1); /* backwards: clamped */
+  cr_assert_eq(tw_now(wheel_), UINT64_MAX);
+}
+
 Test(wheel, rule3_start_at_never_saturates) {
   static struct probe p;
   probes_init(&p, 1);
