@@ -174,8 +174,8 @@ void tw_uv_close(tw_uv *d, void (*close_cb)(tw_uv *d)) {
     return;
   d->closing = 1;
   d->close_cb = close_cb;
-  tw_wheel_free(
-      d->wheel); /* inside a callback: freed when tw_advance returns */
+  /* Inside a callback the wheel is freed when tw_advance returns. */
+  tw_wheel_free(d->wheel);
   d->wheel = NULL;
   d->refd_active = 0;
   d->armed = TW_NEVER;
