@@ -71,7 +71,9 @@ TW_EXTERN tw_wheel *tw_wheel_new(uint64_t now);
  * Frees the wheel. NULL is a no-op. Every timer still active becomes
  * inactive and is never called; its memory is the caller's again.
  * Called from inside one of this wheel's callbacks, the timers are released
- * at once and the memory when that tw_advance() returns.
+ * at once and the memory when that tw_advance() returns; until then the
+ * wheel refuses every use (starts, stop and again give -EINVAL,
+ * tw_next_expiry TW_NEVER, tw_count 0) and a second free does nothing.
  */
 TW_EXTERN void tw_wheel_free(tw_wheel *w);
 
@@ -175,7 +177,8 @@ typedef struct tw_stats {
   uint64_t rearms;        /* the loop timer was started again or stopped */
 } tw_stats;
 
-/* A static English message for 0 or a negative errno from this library. */
+/* A static English message for 0 or -EINVAL, the one error of the core
+ * ("unknown error" for anything else). */
 TW_EXTERN const char *tw_strerror(int err);
 
 #ifdef __cplusplus

@@ -45,25 +45,16 @@ static tw_link *merge(tw_link *earlier, tw_link *later) {
   return result.next;
 }
 
-static int is_sorted(const tw_link *head) {
-  for (const tw_link *node = head->next; node->next != head; node = node->next)
-    if (tw__fires_before(TW_TIMER_OF(node->next), TW_TIMER_OF(node)))
-      return 0;
-  return 1;
-}
-
 /*
  * Natural merge sort: cut the list into its sorted runs and merge them like a
  * binary counter (pending[k] holds 2^k runs), so a list that is sorted but for
- * a few timers costs little more than the check.
+ * a few timers costs little more than one pass.
  */
 void tw__list_sort(tw_link *head) {
   tw_link *pending[64] = {NULL};
   tw_link *node, *sorted = NULL;
   unsigned k;
 
-  if (tw__list_empty(head) || is_sorted(head))
-    return;
   head->prev->next = NULL;
   node = head->next;
   while (node) {

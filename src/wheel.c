@@ -98,7 +98,9 @@ void tw_wheel_free(tw_wheel *w) {
     free(w);
 }
 
-size_t tw_wheel_size(void) { return sizeof(tw_wheel); }
+size_t tw_wheel_size(void) {
+  return sizeof(tw_wheel);
+}
 
 uint64_t tw_now(const tw_wheel *w) {
   return w ? w->now : 0;
@@ -276,8 +278,6 @@ const char *tw_strerror(int err) {
     return "success";
   case -EINVAL:
     return "invalid argument";
-  case -ENOMEM:
-    return "out of memory";
   default:
     return "unknown error";
   }

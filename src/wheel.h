@@ -128,7 +128,7 @@ void tw__due_insert(tw_wheel *w, tw_timer *t);
 /* Moves every timer of `from` (sorted) into w->due, keeping w->due sorted. */
 void tw__due_merge(tw_wheel *w, tw_link *from);
 
-/* Sorts a list by tw__fires_before; linear when already sorted. */
+/* Sorts a non-empty list by tw__fires_before. */
 void tw__list_sort(tw_link *head);
 
 #endif /* TW_WHEEL_H */

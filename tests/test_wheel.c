@@ -487,8 +487,13 @@ Test(wheel, rule9_timer_used_before_init_is_einval) {
   cr_assert_not(tw_timer_is_active(&zeroed));
   cr_assert_eq(tw_timer_deadline(&zeroed), TW_NEVER);
   cr_assert_eq(tw_count(wheel_), 0);
+  tw_timer_set_repeat(&zeroed, 5);
+  cr_assert_eq(tw_timer_get_repeat(&zeroed), 0);
   memset(&zeroed, 0x5a, sizeof zeroed); /* garbage, not a valid state */
   cr_assert_eq(tw_timer_start(wheel_, &zeroed, probe_cb, 5, 0), -EINVAL);
+  memset(&zeroed, 0xff, sizeof zeroed);
+  cr_assert_eq(tw_timer_start(wheel_, &zeroed, probe_cb, 5, 0), -EINVAL);
+  cr_assert_eq(tw_count(wheel_), 0);
 }
 
 /* Rule 10: no cost per tick. Far jumps finish at once (the timeout fails a
@@ -552,6 +557,34 @@ Test(wheel, free_from_a_callback_stops_the_advance_and_calls_nothing_more) {
   EXPECT_FIRED(0);
   cr_assert_not(tw_timer_is_active(&p[1].timer));
   cr_assert_not(tw_timer_is_active(&p[2].timer));
+  wheel_ = tw_wheel_new(0); /* the advance freed the old one */
+}
+
+static void free_wheel_then_use_it(struct probe *p) {
+  struct probe *other = p->arg;
+  tw_wheel_free(wheel_);
+  cr_assert_eq(tw_timer_start(wheel_, &other->timer, probe_cb, 5, 0), -EINVAL);
+  cr_assert_eq(tw_timer_start_at(wheel_, &other->timer, probe_cb, 5, 0),
+               -EINVAL);
+  cr_assert_eq(tw_timer_stop(wheel_, &other->timer), -EINVAL);
+  cr_assert_eq(tw_timer_again(wheel_, &p->timer), -EINVAL);
+  cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER);
+  cr_assert_eq(tw_count(wheel_), 0);
+  cr_assert_eq(tw_advance(wheel_, 100, TW_ALL), 0);
+  tw_wheel_free(wheel_); /* a second free does nothing */
+}
+
+Test(wheel,
+     wheel_freed_in_a_callback_refuses_every_use_until_the_advance_returns) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  p[0].then = free_wheel_then_use_it;
+  p[0].arg = &p[1];
+  start(&p[0], 5, 5);
+  start(&p[1], 50, 0);
+  cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 1);
+  cr_assert_not(tw_timer_is_active(&p[0].timer));
+  cr_assert_not(tw_timer_is_active(&p[1].timer));
   wheel_ = tw_wheel_new(0); /* the advance freed the old one */
 }
 
