@@ -144,10 +144,18 @@ TW_EXTERN uint64_t tw_timer_deadline(const tw_timer *t);
  * When the caller must call tw_advance() next: the earliest deadline of any
  * active timer, TW_NEVER when none is active (or for NULL). When an advance
  * stopped at its budget, the result is <= tw_now(w).
- * The value is exact: a timer stopped or moved later after this call makes
- * the answer a time at which nothing fires (a "wasted wakeup"), which the
- * next call corrects. It may re-file timers whose deadlines were moved later
- * (hence the non-const wheel); that work is paid for by those moves.
+ * It is never later than the earliest deadline, and exact except in two
+ * cases, where it is a time at which nothing fires (a "wasted wakeup"):
+ *  - the timer with the earliest deadline was stopped or moved later after
+ *    this call: the next call after the wasted advance is right again;
+ *  - it was stopped or moved later before this call, and the part of the
+ *    wheel it sat in holds more than 64 timers: the answer is then the
+ *    former deadline, and the advance at that time moves those timers on
+ *    (work it would do a moment later anyway) instead of this call visiting
+ *    them all. With a million timers this keeps the answer O(1).
+ * In the randomized differential test fewer than 0.01% of answers are early.
+ * It may re-file a few timers whose deadlines were moved later (hence the
+ * non-const wheel); that work is paid for by those moves.
  */
 TW_EXTERN uint64_t tw_next_expiry(tw_wheel *w);
 

@@ -88,32 +88,37 @@ void tw__list_sort(tw_link *head) {
 /*
  * Moves pos to the earliest deadline if it is <= now and puts the timers due
  * then on w->firing, by start order; returns 0 when nothing more is due, with
- * pos at now. Time jumps from one earliest deadline to the next, so empty
- * stretches cost nothing; at each stop only the slot holding that deadline
- * comes due (lower levels are empty, all other slots lie later).
+ * pos at now. Time jumps from one slot's minimum to the next, so empty
+ * stretches cost nothing; at each stop only the slot holding that minimum
+ * comes due (lower levels are empty, all other slots lie later). A stale
+ * minimum (see wheel.h) makes a stop where the slot moves down and nothing
+ * is collected.
  */
 static int collect_next(tw_wheel *w) {
   unsigned level, s;
   tw_link batch;
 
-  if (!tw__earliest_slot(w, &level, &s)) {
-    w->pos = w->now;
-    return 0;
+  while (tw__earliest_slot(w, &level, &s)) {
+    uint64_t earliest = w->slot_min[tw__slot_index(level, s)];
+    if (earliest > w->now) {
+      uint64_t start = tw__slot_start(w->pos, level, s);
+      w->pos = w->now;
+      if (start <= w->now) /* now lies inside the slot: it comes due */
+        tw__refile_slot(w, level, s, &w->firing); /* collects nothing */
+      return 0;
+    }
+    w->pos = earliest;
+    tw__list_init(&batch);
+    int in_order = tw__refile_slot(w, level, s, &batch);
+    if (tw__list_empty(&batch))
+      continue;
+    if (!in_order)
+      tw__list_sort(&batch); /* a stale timer re-filed behind newer ones */
+    tw__list_splice(&w->firing, &batch);
+    return 1;
   }
-  uint64_t earliest = w->slot_min[tw__slot_index(level, s)];
-  if (earliest > w->now) {
-    uint64_t start = tw__slot_start(w->pos, level, s);
-    w->pos = w->now;
-    if (start <= w->now) /* now lies inside the slot: it comes due */
-      tw__refile_slot(w, level, s, &w->firing);
-    return 0;
-  }
-  w->pos = earliest;
-  tw__list_init(&batch);
-  if (!tw__refile_slot(w, level, s, &batch))
-    tw__list_sort(&batch); /* a stale timer re-filed behind newer ones */
-  tw__list_splice(&w->firing, &batch);
-  return 1;
+  w->pos = w->now;
+  return 0;
 }
 
 /*

@@ -126,8 +126,8 @@ static void file_in_slot(tw_wheel *w, tw_timer *t) {
   tw__set_state(t, TW_SLOTTED);
 }
 
-/* The earliest timer of a slot is leaving it (stopped, or moved later):
- * slot_min may now be below every deadline left. */
+/* The timer holding a slot's minimum is leaving it (stopped, or moved
+ * later): slot_min may now be below every deadline left. */
 static void note_leaving(tw_wheel *w, struct slot_ref ref, uint64_t deadline) {
   if (w->slot_min[tw__slot_index(ref.level, ref.s)] == deadline)
     w->dirty[ref.level] |= slot_bit(ref.s);
@@ -152,8 +152,9 @@ static void detach(tw_wheel *w, tw_timer *t) {
 
 /*
  * The idle-timeout reset: a slotted timer re-armed for a deadline that is
- * still in the future, not earlier than its slot, becomes a store. Returns 0
- * when the timer must move instead.
+ * still in the future, in the same slot or later, is a store (a later slot
+ * makes it stale: it moves when its slot comes due). Returns 0 when the
+ * timer must move now instead.
  */
 static int rearm_in_place(tw_wheel *w, tw_timer *t, uint64_t deadline,
                           uint64_t order) {
@@ -234,42 +235,53 @@ int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s,
   return in_order;
 }
 
-int tw__earliest_slot(tw_wheel *w, unsigned *level, unsigned *s) {
-  for (;;) {
-    unsigned l = 0;
-    while (l < TW_LEVELS && !w->occupied[l])
-      l++;
-    if (l == TW_LEVELS)
-      return 0;
-    unsigned first = lowest_bit(w->occupied[l]);
-    if (!(w->dirty[l] & slot_bit(first))) {
+int tw__earliest_slot(const tw_wheel *w, unsigned *level, unsigned *s) {
+  for (unsigned l = 0; l < TW_LEVELS; l++) {
+    if (w->occupied[l]) {
       *level = l;
-      *s = first;
+      *s = lowest_bit(w->occupied[l]);
       return 1;
     }
-    /* Stale timers leave and slot_min becomes exact. Nothing is collected:
-     * every deadline in a slot is after pos. */
-    tw__refile_slot(w, l, first, &w->firing);
   }
+  return 0;
 }
 
 static uint64_t first_deadline(const tw_link *list) {
   return tw__list_empty(list) ? TW_NEVER : tw__list_first(list)->tw__deadline;
 }
 
-uint64_t tw_next_expiry(tw_wheel *w) {
+static int holds_at_most(const tw_link *head, size_t limit) {
+  for (const tw_link *node = head->next; node != head; node = node->next)
+    if (limit-- == 0)
+      return 0;
+  return 1;
+}
+
+/* The earliest slot's minimum, made exact first when that is cheap. */
+static uint64_t earliest_slot_min(tw_wheel *w) {
   unsigned level, s;
-  uint64_t earliest;
+  while (tw__earliest_slot(w, &level, &s)) {
+    size_t index = tw__slot_index(level, s);
+    if (!(w->dirty[level] & slot_bit(s)) ||
+        !holds_at_most(&w->slots[index], TW_RESCAN_LIMIT))
+      return w->slot_min[index];
+    /* Stale timers leave and slot_min becomes exact. Nothing is collected:
+     * every deadline in a slot is after pos. */
+    tw__refile_slot(w, level, s, &w->firing);
+  }
+  return TW_NEVER;
+}
+
+uint64_t tw_next_expiry(tw_wheel *w) {
+  uint64_t earliest, in_wheel;
 
   if (!w || w->free_pending)
     return TW_NEVER;
   earliest = first_deadline(&w->due);
   if (first_deadline(&w->firing) < earliest) /* asked from a callback */
     earliest = first_deadline(&w->firing);
-  if (tw__earliest_slot(w, &level, &s) &&
-      w->slot_min[tw__slot_index(level, s)] < earliest)
-    earliest = w->slot_min[tw__slot_index(level, s)];
-  return earliest;
+  in_wheel = earliest_slot_min(w);
+  return in_wheel < earliest ? in_wheel : earliest;
 }
 
 const char *tw_strerror(int err) {

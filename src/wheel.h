@@ -20,10 +20,15 @@
  * collected to fire when their deadline is reached. Each timer cascades at
  * most once per level, and 11 levels cover the whole 64-bit range.
  *
- * Each slot keeps `slot_min`, a lower bound of the deadlines in it, exact
- * (and held by a TW_SLOTTED timer) unless the slot is marked dirty: its
- * earliest timer was stopped or moved later. A dirty slot is re-filed before
- * its bound is trusted, which makes tw_next_expiry exact.
+ * Each slot keeps `slot_min`: no later than any deadline in it and no
+ * earlier than the slot's start; exact unless the slot is marked dirty (the
+ * timer that held it was stopped or moved later). The earliest deadline of
+ * the wheel is the slot_min of its earliest slot. tw_next_expiry makes a
+ * dirty slot exact by re-filing it when it holds at most TW_RESCAN_LIMIT
+ * timers; a larger one keeps its bound, a time at which the slot merely
+ * comes due: nothing fires, its timers move down, and the next answer is
+ * exact again. (Visiting every timer of a large slot to sharpen its bound
+ * would be the same work as its cascade a moment later: twice the stall.)
  *
  * Timers due at or before now wait in `due` for the next advance, sorted by
  * (deadline, start sequence); the advance running now fires from `firing`.
@@ -43,6 +48,7 @@
 #define TW_TOP_SLOTS (1u << (64 - (TW_LEVELS - 1) * TW_LEVEL_BITS))
 #define TW_SLOT_COUNT ((TW_LEVELS - 1) * TW_SLOTS + TW_TOP_SLOTS)
 #define TW_MAX_DEADLINE (TW_NEVER - 1)
+#define TW_RESCAN_LIMIT 64 /* see slot_min above */
 
 /* A timer's state, in the low byte of tw__order; any other value there
  * means tw_timer_init() was never called. */
@@ -115,9 +121,9 @@ void tw__disarm(tw_wheel *w, tw_timer *t);
 int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s,
                     tw_link *collected);
 
-/* Finds the slot holding the earliest deadline (re-filing dirty candidates
- * first, so its slot_min is exact). Returns 0 when no slot is occupied. */
-int tw__earliest_slot(tw_wheel *w, unsigned *level, unsigned *s);
+/* Finds the slot holding the earliest deadline: the lowest occupied slot of
+ * the lowest occupied level. Returns 0 when no slot is occupied. */
+int tw__earliest_slot(const tw_wheel *w, unsigned *level, unsigned *s);
 
 /* First time inside slot `s` of `level`, given pos's higher digits. */
 uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned s);

@@ -1,8 +1,8 @@
 /*
  * A reference model of the core API (DESIGN.md rules 1-9), written to be
  * obviously correct rather than fast: a plain array of timers, scanned
- * linearly. test_model.c drives it and the real wheel with the same
- * operations and compares them exactly.
+ * linearly. test_model.c and tests/fuzz/fuzz_wheel.c drive it and the real
+ * wheel with the same operations and compare them exactly (pair.h).
  *
  * Timers are named by their index 0..n-1. An advance is split in steps so
  * that the test can run the same callback actions on both sides:

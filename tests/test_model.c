@@ -1,6 +1,8 @@
 /*
  * Randomized differential test: the real wheel against the reference model
  * (model.c), driven by the same random operations and compared exactly.
+ * The operations on both sides and the comparisons are pair.c's, shared with
+ * the fuzzer (tests/fuzz/fuzz_wheel.c); this file draws the operations.
  *
  * After every operation: tw_now, tw_count, tw_next_expiry (rule 8: exact,
  * TW_NEVER iff nothing is active; some seeds call it rarely, because it
@@ -27,12 +29,11 @@
  *   TW_MODEL_TRACE=1       print every operation to stderr, as C calls
  *   TW_MODEL_SWEEP=1       compare every timer after every operation
  *   TW_MODEL_ALLOW_EARLY=1 accept tw_next_expiry below the earliest deadline
- *                          (still never later) and only count it
+ *                          (still never later) at any size, and count it
  *
  * Each test prints its counts to stderr, the runner the total for the run
  * (operations, and the share of tw_next_expiry calls earlier than the true
- * earliest deadline). With --tap Criterion sends stderr to /dev/null: run
- * ./tests/test-model directly to see them.
+ * earliest deadline); meson keeps them in its test log.
  */
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
@@ -60,7 +61,7 @@
 
 #include <twheel.h>
 
-#include "model.h"
+#include "pair.h"
 
 /* ---- A deterministic PRNG: splitmix64 ---------------------------------- */
 
@@ -87,14 +88,6 @@ static uint64_t rnd_scaled(void) {
 /* 1 with probability percent/100. */
 static int chance(unsigned percent) {
   return below(100) < percent;
-}
-
-static uint64_t sat_add(uint64_t a, uint64_t b) {
-  return b > UINT64_MAX - a ? UINT64_MAX : a + b;
-}
-
-static uint64_t sat_sub(uint64_t a, uint64_t b) {
-  return b > a ? 0 : a - b;
 }
 
 static uint64_t min_u64(uint64_t a, uint64_t b) {
@@ -130,36 +123,14 @@ typedef struct personality {
 
 /* ---- The run: globals, since the callbacks need them -------------------- */
 
-#define CONN_MAGIC UINT64_C(0x74776865656c2121)
-
-struct conn { /* what a server embeds its timer in */
-  uint64_t magic;
-  size_t id;
-  tw_timer timer;
-};
-
-#define CONN_OF(t)                                                             \
-  ((struct conn *)(void *)((char *)(t)-offsetof(struct conn, timer)))
+static pair P; /* the wheel and the model, driven together (pair.h) */
 
 static struct run {
-  const profile *p;
+  const profile *profile;
   personality per;
   uint64_t seed;
-  uint64_t op; /* index of the operation running now */
-  int trace, sweep_always, allow_early;
-
-  tw_wheel *w;
-  model m;
-  struct conn **conns;
-  size_t n;
-
-  /* The advance running now. */
-  int in_advance;
-  uint64_t adv_now; /* its clamped now */
-  size_t fired[16]; /* its first callbacks, for messages */
-  size_t fired_len;
-  int wheel_freed; /* a callback called tw_wheel_free */
-  size_t active;   /* tw_count after the last operation */
+  int sweep_always, allow_early;
+  size_t active; /* tw_count after the last operation */
 
   /* Timers touched by the operation running now (compared after it). */
   size_t *touched;
@@ -174,6 +145,8 @@ static struct stats {
   uint64_t active_sum; /* of tw_count after each operation */
 } S;
 
+static void fail(const char *fmt, ...) PAIR_PRINTF(1, 2);
+
 static void fail(const char *fmt, ...) {
   char msg[2048];
   va_list ap;
@@ -184,20 +157,9 @@ static void fail(const char *fmt, ...) {
                  ", %zu timers%s): %s\n"
                  "  reproduce: TW_MODEL_SEED=%" PRIu64 " TW_MODEL_OPS=%" PRIu64
                  " TW_MODEL_TRACE=1 ./tests/test-model --filter 'model/%s'",
-                 R.p->name, R.seed, R.op, model_now(&R.m), R.n,
-                 R.in_advance ? ", inside an advance" : "", msg, R.seed,
-                 R.op + 1, R.p->name);
-}
-
-/* The callbacks of the advance running now, for messages. */
-static const char *fired_so_far(void) {
-  static char buf[256];
-  size_t len = 0;
-  buf[0] = 0;
-  for (size_t i = 0; i < R.fired_len && len + 24 < sizeof buf; i++)
-    len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%zu", i ? " " : "",
-                            R.fired[i]);
-  return buf;
+                 R.profile->name, R.seed, P.op, model_now(&P.m), P.n,
+                 P.in_advance ? ", inside an advance" : "", msg, R.seed,
+                 P.op + 1, R.profile->name);
 }
 
 /* A crash (or a sanitizer report) must name the seed and operation too;
@@ -217,20 +179,20 @@ static void put_u64(uint64_t v) {
 }
 
 static void report_where(void) {
-  if (!R.p)
+  if (!R.profile)
     return;
   put_str("\nmodel/");
-  put_str(R.p->name);
+  put_str(R.profile->name);
   put_str(": died in seed ");
   put_u64(R.seed);
   put_str(" op ");
-  put_u64(R.op);
+  put_u64(P.op);
   put_str("\n  reproduce: TW_MODEL_SEED=");
   put_u64(R.seed);
   put_str(" TW_MODEL_OPS=");
-  put_u64(R.op + 1);
+  put_u64(P.op + 1);
   put_str(" TW_MODEL_TRACE=1 ./tests/test-model --filter 'model/");
-  put_str(R.p->name);
+  put_str(R.profile->name);
   put_str("'\n");
 }
 
@@ -249,21 +211,7 @@ static void report_crashes(void) {
 #endif
 }
 
-static void trace(const char *fmt, ...) {
-  va_list ap;
-  if (!R.trace)
-    return;
-  fprintf(stderr, "/* %" PRIu64 " */ %s", R.op, R.in_advance ? "    " : "");
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-}
-
-static tw_timer *timer_of(size_t id) {
-  return &R.conns[id]->timer;
-}
-
+/* P.touched: every operation on a timer reports it here. */
 static void touch(size_t id) {
   if (!R.touched_mark[id]) {
     R.touched_mark[id] = 1;
@@ -271,80 +219,43 @@ static void touch(size_t id) {
   }
 }
 
-/* ---- Comparisons ------------------------------------------------------- */
-
-static void check_timer(size_t id) {
-  const tw_timer *t = timer_of(id);
-  int active = tw_timer_is_active(t);
-  uint64_t deadline = tw_timer_deadline(t);
-  uint64_t repeat = tw_timer_get_repeat(t);
-
-  if (active != model_is_active(&R.m, id))
-    fail("timer %zu: tw_timer_is_active %d, model %d (model deadline %" PRIu64
-         ")",
-         id, active, model_is_active(&R.m, id), model_deadline(&R.m, id));
-  if (deadline != model_deadline(&R.m, id))
-    fail("timer %zu: tw_timer_deadline %" PRIu64 ", model %" PRIu64, id,
-         deadline, model_deadline(&R.m, id));
-  if (repeat != model_repeat(&R.m, id))
-    fail("timer %zu: tw_timer_get_repeat %" PRIu64 ", model %" PRIu64, id,
-         repeat, model_repeat(&R.m, id));
-}
+/* ---- Comparisons (pair.h), and what they count ------------------------- */
 
 static void check_wheel(void) {
-  uint64_t now = R.in_advance ? R.adv_now : model_now(&R.m);
-  if (tw_now(R.w) != now)
-    fail("tw_now %" PRIu64 ", model %" PRIu64, tw_now(R.w), now);
-  size_t count = model_count(&R.m);
-  if (tw_count(R.w) != count)
-    fail("tw_count %zu, model %zu", tw_count(R.w), count);
-  if (!R.in_advance) {
-    S.active_sum += count;
-    R.active = count;
+  pair_check_wheel(&P);
+  if (!P.in_advance) {
+    R.active = model_count(&P.m);
+    S.active_sum += R.active;
   }
 }
 
-/* Rule 8: never later than the earliest deadline, TW_NEVER iff nothing is
- * active; exact unless TW_MODEL_ALLOW_EARLY (then early ones are counted). */
+/*
+ * Rule 8: never later than the earliest deadline. Exact while no slot can
+ * hold more than TW_RESCAN_LIMIT (64) timers, i.e. with at most 64 active:
+ * above that the wheel may answer a stale slot minimum (src/wheel.h), and
+ * such early answers are counted and reported.
+ */
 static uint64_t check_expiry(void) {
-  uint64_t want = model_earliest(&R.m);
-  uint64_t got = tw_next_expiry(R.w);
-
-  trace("tw_next_expiry(w); /* %" PRIu64 "u, earliest %" PRIu64 "u */", got,
-        want);
+  uint64_t earliest;
+  int may_be_early = R.allow_early || model_count(&P.m) > 64;
+  uint64_t got = pair_check_next_expiry(&P, may_be_early, &earliest);
   S.expiry_checks++;
-  if (want == TW_NEVER) {
-    if (got != TW_NEVER)
-      fail("tw_next_expiry %" PRIu64 " but no timer is active", got);
-    return got;
-  }
-  S.expiry_active++;
-  if (got > want)
-    fail("tw_next_expiry %" PRIu64
-         " is later than the earliest deadline %" PRIu64,
-         got, want);
-  if (got < want) {
-    S.expiry_early++;
-    if (!R.allow_early)
-      fail("tw_next_expiry %" PRIu64
-           " is earlier than the earliest deadline %" PRIu64
-           " (a wasted wakeup)",
-           got, want);
+  if (earliest != TW_NEVER) {
+    S.expiry_active++;
+    if (got < earliest)
+      S.expiry_early++;
   }
   return got;
 }
 
 static void check_all_timers(void) {
   S.sweeps++;
-  if (!model_check_count(&R.m))
-    fail("the model's own count is wrong (a bug in model.c)");
-  for (size_t i = 0; i < R.n; i++)
-    check_timer(i);
+  pair_check_all_timers(&P);
 }
 
 static void check_touched(void) {
   for (size_t i = 0; i < R.touched_len; i++) {
-    check_timer(R.touched[i]);
+    pair_check_timer(&P, R.touched[i]);
     R.touched_mark[R.touched[i]] = 0;
   }
   R.touched_len = 0;
@@ -352,6 +263,8 @@ static void check_touched(void) {
 
 /* ---- Random values ----------------------------------------------------- */
 
+/* Offsets at and around level edges. Draws index it, so its length and order
+ * are part of every seed's operations: test_wheel.c keeps its own list. */
 static const uint64_t level_edges[] = {
     1,
     62,
@@ -382,24 +295,15 @@ static const uint64_t level_edges[] = {
 
 /* The distance from now to a digit rollover of level 1..10, +-1. */
 static uint64_t to_rollover(uint64_t now) {
-  unsigned levels = chance(10) ? 10 : R.p->rollover_levels;
-  unsigned bits = 6 * (1 + (unsigned)below(levels));
-  uint64_t mask = (UINT64_C(1) << bits) - 1;
-  uint64_t next = (now | mask) == UINT64_MAX ? UINT64_MAX : (now | mask) + 1;
-  uint64_t d = next - now;
-  switch (below(3)) {
-  case 0:
-    return d > 0 ? d - 1 : 0;
-  case 1:
-    return d;
-  default:
-    return sat_add(d, 1);
-  }
+  unsigned levels = chance(10) ? 10 : R.profile->rollover_levels;
+  unsigned digit = 1 + (unsigned)below(levels);
+  unsigned nudge = (unsigned)below(3);
+  return rollover_distance(now, digit, nudge);
 }
 
 /* A timeout: 0, small, level edges, coarse, medium, huge, saturating. */
 static uint64_t gen_timeout(void) {
-  uint64_t now = model_now(&R.m);
+  uint64_t now = model_now(&P.m);
   uint64_t r = below(100);
   if (r < 8)
     return 0;
@@ -428,10 +332,10 @@ static size_t pick_active(void);
 /* An absolute deadline: past, now, future, TW_NEVER, on a coarse grid, or
  * another timer's (equal deadlines: rule 2). */
 static uint64_t gen_deadline(void) {
-  uint64_t now = model_now(&R.m);
+  uint64_t now = model_now(&P.m);
   uint64_t r = below(100);
   if (r < 10) {
-    uint64_t other = model_deadline(&R.m, pick_active());
+    uint64_t other = model_deadline(&P.m, pick_active());
     if (other != TW_NEVER)
       return other;
   }
@@ -491,9 +395,9 @@ static uint64_t gen_later(void) {
 /* The target of an advance: small, coarse, exactly at a deadline, at a
  * digit rollover, medium, huge, near the end of time, or backwards. */
 static uint64_t gen_advance_to(void) {
-  uint64_t now = model_now(&R.m);
+  uint64_t now = model_now(&P.m);
   uint64_t r = below(1000);
-  if (r < R.p->end_of_time) {
+  if (r < R.profile->end_of_time) {
     switch (below(4)) {
     case 0:
       return UINT64_MAX;
@@ -506,10 +410,10 @@ static uint64_t gen_advance_to(void) {
     }
   }
   r = below(100);
-  if (r < R.p->huge)
+  if (r < R.profile->huge)
     return sat_add(now, below(1000000000));
   r = below(100);
-  if (r < R.p->medium)
+  if (r < R.profile->medium)
     return sat_add(now, below(1000000));
   r = below(100);
   if (r < 35)
@@ -517,7 +421,7 @@ static uint64_t gen_advance_to(void) {
   if (r < 50)
     return sat_add(now, R.per.grain * below(9));
   if (r < 75) {
-    uint64_t e = model_earliest(&R.m);
+    uint64_t e = model_earliest(&P.m);
     if (e == TW_NEVER)
       return sat_add(now, below(1000));
     return sat_add(sat_sub(e, 1), below(3)); /* deadline -1, 0, +1 */
@@ -533,25 +437,25 @@ static size_t gen_budget(void) {
   uint64_t r = below(100);
   if (r < 4)
     return 0;
-  if (r < 4 + R.p->budget)
+  if (r < 4 + R.profile->budget)
     return (size_t)(1 + below(3));
-  if (r < 10 + R.p->budget)
+  if (r < 10 + R.profile->budget)
     return (size_t)(4 + below(30));
   return TW_ALL;
 }
 
 /* An active timer when one is found quickly, else any timer. */
 static size_t pick_active(void) {
-  size_t id = (size_t)below(R.n);
-  for (int tries = 0; tries < 32 && !model_is_active(&R.m, id); tries++)
-    id = (size_t)below(R.n);
+  size_t id = (size_t)below(P.n);
+  for (int tries = 0; tries < 32 && !model_is_active(&P.m, id); tries++)
+    id = (size_t)below(P.n);
   return id;
 }
 
 static size_t pick_inactive(void) {
-  size_t id = (size_t)below(R.n);
-  for (int tries = 0; tries < 16 && model_is_active(&R.m, id); tries++)
-    id = (size_t)below(R.n);
+  size_t id = (size_t)below(P.n);
+  for (int tries = 0; tries < 16 && model_is_active(&P.m, id); tries++)
+    id = (size_t)below(P.n);
   return id;
 }
 
@@ -559,67 +463,20 @@ static size_t pick_inactive(void) {
 
 static void on_fire(tw_timer *t);
 
-static void do_start(size_t id, uint64_t timeout, uint64_t repeat) {
-  trace("tw_timer_start(w, &t[%zu], cb, %" PRIu64 "u, %" PRIu64 "u);", id,
-        timeout, repeat);
-  int rc = tw_timer_start(R.w, timer_of(id), on_fire, timeout, repeat);
-  if (rc != 0)
-    fail("tw_timer_start(t%zu, %" PRIu64 ", %" PRIu64 ") returned %d", id,
-         timeout, repeat, rc);
-  model_start(&R.m, id, timeout, repeat);
-  touch(id);
-}
-
-static void do_start_at(size_t id, uint64_t deadline, uint64_t repeat) {
-  trace("tw_timer_start_at(w, &t[%zu], cb, %" PRIu64 "u, %" PRIu64 "u);", id,
-        deadline, repeat);
-  int rc = tw_timer_start_at(R.w, timer_of(id), on_fire, deadline, repeat);
-  if (rc != 0)
-    fail("tw_timer_start_at(t%zu, %" PRIu64 ", %" PRIu64 ") returned %d", id,
-         deadline, repeat, rc);
-  model_start_at(&R.m, id, deadline, repeat);
-  touch(id);
-}
-
-static void do_stop(size_t id) {
-  trace("tw_timer_stop(w, &t[%zu]);", id);
-  int rc = tw_timer_stop(R.w, timer_of(id));
-  if (rc != 0)
-    fail("tw_timer_stop(t%zu) returned %d", id, rc);
-  model_stop(&R.m, id);
-  touch(id);
-}
-
-static void do_again(size_t id) {
-  trace("tw_timer_again(w, &t[%zu]);", id);
-  int rc = tw_timer_again(R.w, timer_of(id));
-  int want = model_again(&R.m, id);
-  if (rc != want)
-    fail("tw_timer_again(t%zu) returned %d, model %d", id, rc, want);
-  touch(id);
-}
-
-static void do_set_repeat(size_t id, uint64_t repeat) {
-  trace("tw_timer_set_repeat(&t[%zu], %" PRIu64 "u);", id, repeat);
-  tw_timer_set_repeat(timer_of(id), repeat);
-  model_set_repeat(&R.m, id, repeat);
-  touch(id);
-}
-
 /* Rule 4, the idle reset: restart an active timer at a later deadline
  * (through start or start_at), or earlier, or at the same deadline. */
 static void do_restart(size_t id) {
-  uint64_t now = model_now(&R.m);
-  uint64_t old = model_deadline(&R.m, id);
-  uint64_t repeat = chance(80) ? model_repeat(&R.m, id) : gen_repeat();
+  uint64_t now = model_now(&P.m);
+  uint64_t old = model_deadline(&P.m, id);
+  uint64_t repeat = chance(80) ? model_repeat(&P.m, id) : gen_repeat();
   uint64_t deadline;
 
   if (old == TW_NEVER || chance(15)) { /* not active, or a fresh timeout */
-    do_start(id, gen_timeout(), repeat);
+    pair_start(&P, id, gen_timeout(), repeat);
     return;
   }
   if (chance(25)) { /* onto another timer's deadline, or a grid point */
-    uint64_t other = model_deadline(&R.m, pick_active());
+    uint64_t other = model_deadline(&P.m, pick_active());
     uint64_t g = R.per.grain;
     if (other == TW_NEVER || other < old)
       other = old / g > UINT64_MAX / g - 8 ? TW_NEVER - 1
@@ -634,33 +491,20 @@ static void do_restart(size_t id) {
   if (old > now && deadline >= old)
     S.later_resets++; /* the store path, unless the timer is due already */
   if (deadline >= now && chance(60))
-    do_start(id, deadline - now, repeat); /* saturates where start_at does */
+    pair_start(&P, id, deadline - now,
+               repeat); /* saturates where start_at does */
   else
-    do_start_at(id, deadline, repeat);
+    pair_start_at(&P, id, deadline, repeat);
 }
 
-/* Free the user's struct and reuse the memory for a fresh timer. Rule 6:
- * the wheel must not touch a stopped timer again (ASan would see it). */
+/* Free the user's struct and reuse the memory for a fresh timer, or init
+ * the same memory again. Rule 6: the wheel must not touch a stopped timer
+ * again (ASan would see it). */
 static void do_free(size_t id) {
-  if (model_is_active(&R.m, id))
-    do_stop(id);
-  trace("tw_timer_init(&t[%zu]); /* freed and reused */", id);
-  if (chance(50)) { /* tw_timer_init on the same memory */
-    tw_timer_init(timer_of(id));
-  } else {
-    struct conn *c = malloc(sizeof *c);
-    if (!c)
-      fail("out of memory");
-    memset(R.conns[id], 0x5a, sizeof *R.conns[id]);
-    free(R.conns[id]);
-    c->magic = CONN_MAGIC;
-    c->id = id;
-    tw_timer_init(&c->timer);
-    c->timer.data = c;
-    R.conns[id] = c;
-  }
-  model_timer_init(&R.m, id);
-  touch(id);
+  if (chance(50))
+    pair_reinit_timer(&P, id);
+  else
+    pair_replace_timer(&P, id);
 }
 
 /* Rule 9: bad input is refused and changes nothing. */
@@ -668,39 +512,30 @@ static void do_bad_input(size_t id) {
   tw_timer fresh;
   int rc;
   memset(&fresh, 0, sizeof fresh); /* never initialised */
-  trace("/* bad input on t[%zu]: -EINVAL */", id);
+  pair_trace(&P, "/* bad input on t[%zu]: -EINVAL */", id);
   switch (below(6)) {
   case 0:
-    rc = tw_timer_start(R.w, timer_of(id), NULL, below(100), 0);
+    rc = tw_timer_start(P.w, pair_timer(&P, id), NULL, below(100), 0);
     break;
   case 1:
-    rc = tw_timer_start(NULL, timer_of(id), on_fire, below(100), 0);
+    rc = tw_timer_start(NULL, pair_timer(&P, id), on_fire, below(100), 0);
     break;
   case 2:
-    rc = tw_timer_start_at(R.w, timer_of(id), NULL, below(100), 0);
+    rc = tw_timer_start_at(P.w, pair_timer(&P, id), NULL, below(100), 0);
     break;
   case 3:
-    rc = tw_timer_stop(NULL, timer_of(id));
+    rc = tw_timer_stop(NULL, pair_timer(&P, id));
     break;
   case 4:
-    rc = tw_timer_again(NULL, timer_of(id));
+    rc = tw_timer_again(NULL, pair_timer(&P, id));
     break;
   default:
-    rc = tw_timer_start(R.w, &fresh, on_fire, below(100), 0);
+    rc = tw_timer_start(P.w, &fresh, on_fire, below(100), 0);
     break;
   }
   if (rc != -EINVAL)
     fail("bad input on t%zu returned %d, not -EINVAL", id, rc);
-  if (tw_now(NULL) != 0 || tw_count(NULL) != 0 ||
-      tw_next_expiry(NULL) != TW_NEVER || tw_advance(NULL, 1, TW_ALL) != 0 ||
-      tw_timer_is_active(NULL) || tw_timer_deadline(NULL) != TW_NEVER ||
-      tw_timer_get_repeat(NULL) != 0 || tw_timer_again(R.w, NULL) != -EINVAL ||
-      tw_timer_stop(R.w, NULL) != -EINVAL ||
-      tw_timer_start_at(R.w, NULL, on_fire, 1, 0) != -EINVAL)
-    fail("a function given NULL did not refuse it");
-  tw_timer_set_repeat(NULL, 5);
-  tw_wheel_free(NULL);
-  tw_timer_init(NULL);
+  pair_check_null_arguments(&P);
   touch(id);
 }
 
@@ -717,12 +552,7 @@ static void do_new_wheel(void) {
                                     TW_NEVER - 100000};
   uint64_t start = chance(70) ? starts[below(sizeof starts / sizeof starts[0])]
                               : rnd_scaled();
-  trace("tw_wheel_free(w); w = tw_wheel_new(%" PRIu64 "u);", start);
-  tw_wheel_free(R.w);
-  R.w = tw_wheel_new(start);
-  if (!R.w)
-    fail("tw_wheel_new failed");
-  model_new_wheel(&R.m, start);
+  pair_new_wheel(&P, start);
   check_all_timers();
 }
 
@@ -730,7 +560,7 @@ static void do_new_wheel(void) {
 
 /* A timer collected by the advance running now that has not fired yet. */
 static int pick_still_due(size_t *id) {
-  const model *m = &R.m;
+  const model *m = &P.m;
   size_t left = m->firing_len - m->firing_pos;
   if (!left)
     return 0;
@@ -744,71 +574,57 @@ static int pick_still_due(size_t *id) {
   return 0;
 }
 
-/* tw_wheel_free from a callback: every timer inactive at once, no further
- * callback in this advance; the memory goes when tw_advance returns. */
-static void free_wheel_in_callback(void) {
-  trace("tw_wheel_free(w);");
-  tw_wheel_free(R.w);
-  R.wheel_freed = 1;
-  S.wheel_frees_in_callback++;
-  model_new_wheel(&R.m, model_now(&R.m));
-  check_all_timers();
-}
-
 static void callback_action(size_t self) {
   size_t id;
   uint64_t r = below(100);
 
-  if (R.wheel_freed)
+  if (P.wheel_freed)
     return;
   S.actions++;
-  if (below(100000) < 2 * (uint64_t)R.p->new_wheel) {
-    free_wheel_in_callback();
+  if (below(100000) < 2 * (uint64_t)R.profile->new_wheel) {
+    pair_free_wheel_in_callback(&P);
+    S.wheel_frees_in_callback++;
     return;
   }
   if (r < 20) { /* stop a timer due later in this advance: it must not fire */
     if (pick_still_due(&id)) {
       S.stopped_before_turn++;
-      do_stop(id);
+      pair_stop(&P, id);
     }
   } else if (r < 35) { /* restart one: it waits for the next advance */
     if (pick_still_due(&id)) {
       S.stopped_before_turn++;
       if (chance(50)) {
         uint64_t timeout = chance(50) ? 0 : below(100);
-        do_start(id, timeout, gen_repeat());
+        pair_start(&P, id, timeout, gen_repeat());
       } else {
-        do_start_at(id, gen_deadline(), 0);
+        pair_start_at(&P, id, gen_deadline(), 0);
       }
     }
   } else if (r < 45) { /* restart itself, 0 included (rule 5) */
     uint64_t timeout = chance(40) ? 0 : gen_timeout();
-    do_start(self, timeout, gen_repeat());
+    pair_start(&P, self, timeout, gen_repeat());
   } else if (r < 52) {
-    do_stop(self);
+    pair_stop(&P, self);
   } else if (r < 65) { /* start another, maybe already due */
     id = pick_inactive();
     if (chance(50)) {
       uint64_t timeout = chance(50) ? 0 : below(300);
-      do_start(id, timeout, gen_repeat());
+      pair_start(&P, id, timeout, gen_repeat());
     } else {
       uint64_t deadline = gen_deadline();
-      do_start_at(id, deadline, gen_repeat());
+      pair_start_at(&P, id, deadline, gen_repeat());
     }
   } else if (r < 70) {
-    do_again(chance(50) ? self : (size_t)below(R.n));
+    pair_again(&P, chance(50) ? self : (size_t)below(P.n));
   } else if (r < 75) {
-    do_set_repeat(self, chance(50) ? 0 : gen_repeat());
+    pair_set_repeat(&P, self, chance(50) ? 0 : gen_repeat());
   } else if (r < 83) {
     check_expiry();
   } else if (r < 87) { /* re-entrant advance: 0, nothing changes */
-    uint64_t to = gen_advance_to();
-    trace("tw_advance(w, %" PRIu64 "u, TW_ALL); /* re-entrant: 0 */", to);
-    size_t ran = tw_advance(R.w, to, TW_ALL);
-    if (ran != 0)
-      fail("re-entrant tw_advance ran %zu callbacks", ran);
+    pair_reentrant_advance(&P, gen_advance_to());
   } else if (r < 93) { /* free itself or another, stopping it first */
-    do_free(chance(50) ? self : (size_t)below(R.n));
+    do_free(chance(50) ? self : (size_t)below(P.n));
   } else { /* the idle reset of any timer, from a callback */
     do_restart(pick_active());
   }
@@ -817,71 +633,25 @@ static void callback_action(size_t self) {
 }
 
 static void on_fire(tw_timer *t) {
-  struct conn *c = CONN_OF(t);
-  size_t want;
+  size_t self;
 
   S.callbacks++;
-  if (!R.in_advance)
-    fail("a callback ran outside tw_advance");
-  if (R.wheel_freed)
-    fail("a callback ran after tw_wheel_free");
-  if (c->magic != CONN_MAGIC || c->id >= R.n || R.conns[c->id] != c ||
-      t->data != c)
-    fail("callback with a timer that is not ours (freed?)");
-  if (!model_advance_next(&R.m, &want))
-    fail("timer %zu fired (model deadline %" PRIu64 ", active %d), but the "
-         "model expected no more callbacks in this advance (%zu ran, budget "
-         "%zu; fired: %s)",
-         c->id, R.m.timers[c->id].deadline, R.m.timers[c->id].active, R.m.ran,
-         R.m.max_fire, fired_so_far());
-  if (want != c->id)
-    fail("timer %zu fired as callback %zu of this advance, the model expected "
-         "timer %zu (deadline %" PRIu64
-         "); model state of %zu: deadline %" PRIu64
-         ", active %d (fired before: %s)",
-         c->id, R.m.ran, want, R.m.last_deadline, c->id,
-         R.m.timers[c->id].deadline, R.m.timers[c->id].active, fired_so_far());
-  trace("/* callback of t[%zu] */", c->id);
-  if (R.fired_len < sizeof R.fired / sizeof R.fired[0])
-    R.fired[R.fired_len++] = c->id;
-  touch(c->id);
+  self = pair_callback_begins(&P, t);
   check_wheel();   /* rule 7: tw_now is the advance's clamped now */
   check_touched(); /* rule 6: re-armed or inactive before the callback */
 
   for (int slot = 0; slot < 3; slot++)
-    if (chance(R.p->actions))
-      callback_action(want);
+    if (chance(R.profile->actions))
+      callback_action(self);
 }
 
-static void do_advance(uint64_t to, size_t budget) {
-  size_t ran, want, missed;
-  if (budget == TW_ALL)
-    trace("tw_advance(w, %" PRIu64 "u, TW_ALL);", to);
-  else
-    trace("tw_advance(w, %" PRIu64 "u, %zu);", to, budget);
+static size_t do_advance(uint64_t to, size_t budget) {
+  size_t ran;
   S.advances++;
-  model_advance_begin(&R.m, to, budget);
-  R.adv_now = model_now(&R.m);
-  R.in_advance = 1;
-  R.fired_len = 0;
-  ran = tw_advance(R.w, to, budget);
-  R.in_advance = 0;
-  if (model_advance_next(&R.m, &missed))
-    fail("advance to %" PRIu64 " returned after %zu callbacks (%s); timer %zu "
-         "(deadline %" PRIu64 ") should have fired too",
-         to, ran, fired_so_far(), missed, R.m.last_deadline);
-  want = model_advance_end(&R.m);
-  if (ran != want)
-    fail("tw_advance returned %zu, %zu callbacks ran", ran, want);
-  if (R.wheel_freed) { /* the callback's tw_wheel_free took effect */
-    uint64_t start = rnd_scaled();
-    trace("w = tw_wheel_new(%" PRIu64 "u);", start);
-    R.wheel_freed = 0;
-    R.w = tw_wheel_new(start);
-    if (!R.w)
-      fail("tw_wheel_new failed");
-    model_new_wheel(&R.m, start);
-  }
+  ran = pair_advance(&P, to, budget);
+  if (P.wheel_freed) /* the callback's tw_wheel_free took effect */
+    pair_replace_freed_wheel(&P, rnd_scaled());
+  return ran;
 }
 
 /* An advance to what tw_next_expiry says, as a loop would: counts wakeups
@@ -891,8 +661,7 @@ static void do_wakeup(void) {
   if (at == TW_NEVER)
     return;
   S.wakeups++;
-  do_advance(at, TW_ALL);
-  if (R.m.ran == 0)
+  if (do_advance(at, TW_ALL) == 0)
     S.empty_wakeups++;
 }
 
@@ -916,41 +685,41 @@ static uint64_t gen_long_timeout(void) {
 
 static void one_op(void) {
   uint64_t r = below(100);
-  if (R.active * 100 < R.p->fill * R.n && chance(50)) {
+  if (R.active * 100 < R.profile->fill * P.n && chance(50)) {
     unsigned k = 1 + (unsigned)below(256); /* connections arriving */
     for (unsigned i = 0; i < k; i++) {
       size_t id = pick_inactive();
       uint64_t timeout = gen_long_timeout();
-      do_start(id, timeout, chance(90) ? 0 : gen_repeat());
+      pair_start(&P, id, timeout, chance(90) ? 0 : gen_repeat());
     }
-  } else if (r < (uint64_t)R.p->restarts) {
+  } else if (r < (uint64_t)R.profile->restarts) {
     do_restart(pick_active());
   } else if (r < 35) {
-    size_t id = (size_t)below(R.n);
+    size_t id = (size_t)below(P.n);
     uint64_t timeout = gen_timeout();
-    do_start(id, timeout, gen_repeat());
+    pair_start(&P, id, timeout, gen_repeat());
   } else if (r < 43) {
-    size_t id = chance(60) ? pick_active() : (size_t)below(R.n);
+    size_t id = chance(60) ? pick_active() : (size_t)below(P.n);
     uint64_t deadline = gen_deadline();
-    do_start_at(id, deadline, gen_repeat());
+    pair_start_at(&P, id, deadline, gen_repeat());
   } else if (r < 51) {
-    do_stop(chance(70) ? pick_active() : (size_t)below(R.n));
+    pair_stop(&P, chance(70) ? pick_active() : (size_t)below(P.n));
   } else if (r < 55) {
-    do_again(chance(50) ? pick_active() : (size_t)below(R.n));
+    pair_again(&P, chance(50) ? pick_active() : (size_t)below(P.n));
   } else if (r < 57) {
     size_t id = pick_active();
-    do_set_repeat(id, gen_repeat());
+    pair_set_repeat(&P, id, gen_repeat());
   } else if (r < 59) {
     unsigned k = 1 + (unsigned)below(64); /* a burst of starts */
     for (unsigned i = 0; i < k; i++) {
-      size_t id = (size_t)below(R.n);
+      size_t id = (size_t)below(P.n);
       uint64_t timeout = gen_timeout();
-      do_start(id, timeout, gen_repeat());
+      pair_start(&P, id, timeout, gen_repeat());
     }
   } else if (r < 61) {
-    do_free(chance(50) ? pick_inactive() : (size_t)below(R.n));
+    do_free(chance(50) ? pick_inactive() : (size_t)below(P.n));
   } else if (r < 62) {
-    do_bad_input((size_t)below(R.n));
+    do_bad_input((size_t)below(P.n));
   } else if (r < 67) {
     do_wakeup();
   } else {
@@ -959,8 +728,8 @@ static void one_op(void) {
   }
 
   /* Back from the end of time now and then, and rarely from anywhere. */
-  if ((model_now(&R.m) > TW_NEVER / 2 && chance(3)) ||
-      below(100000) < R.p->new_wheel)
+  if ((model_now(&P.m) > TW_NEVER / 2 && chance(3)) ||
+      below(100000) < R.profile->new_wheel)
     do_new_wheel();
 }
 
@@ -969,14 +738,12 @@ static void run_seed(const profile *p, uint64_t seed, uint64_t ops) {
   static const uint64_t starts[] = {
       0, 0, 1, 1000, 4094, 262140, (UINT64_C(1) << 48) - 7};
 
-  R.p = p;
+  R.profile = p;
   R.seed = seed;
-  R.op = 0;
-  R.wheel_freed = 0;
   R.active = 0;
   rng_state = seed;
   uint64_t r;
-  R.n = (size_t)(p->min_timers + below(p->max_timers - p->min_timers + 1));
+  size_t n = (size_t)(p->min_timers + below(p->max_timers - p->min_timers + 1));
   R.per.grain = grains[below(sizeof grains / sizeof grains[0])];
   /* Most seeds call tw_next_expiry after every operation; some rarely, so
    * that advances also meet slots its re-filing would have cleaned. */
@@ -986,56 +753,37 @@ static void run_seed(const profile *p, uint64_t seed, uint64_t ops) {
   uint64_t start = chance(60) ? starts[below(sizeof starts / sizeof starts[0])]
                               : rnd_scaled();
 
-  R.w = tw_wheel_new(start);
-  if (!R.w || model_init(&R.m, R.n, start) != 0)
-    fail("out of memory");
-  R.conns = calloc(R.n, sizeof *R.conns);
-  R.touched = calloc(R.n, sizeof *R.touched);
-  R.touched_mark = calloc(R.n, 1);
-  if (!R.conns || !R.touched || !R.touched_mark)
+  pair_init(&P, n, start);
+  R.touched = calloc(n, sizeof *R.touched);
+  R.touched_mark = calloc(n, 1);
+  if (!R.touched || !R.touched_mark)
     fail("out of memory");
   R.touched_len = 0;
-  for (size_t i = 0; i < R.n; i++) {
-    R.conns[i] = malloc(sizeof *R.conns[i]);
-    if (!R.conns[i])
-      fail("out of memory");
-    R.conns[i]->magic = CONN_MAGIC;
-    R.conns[i]->id = i;
-    tw_timer_init(&R.conns[i]->timer);
-    R.conns[i]->timer.data = R.conns[i];
-  }
-  trace("/* seed %" PRIu64 ": %zu timers, grain %" PRIu64 " */ "
-        "w = tw_wheel_new(%" PRIu64 "u);",
-        seed, R.n, R.per.grain, start);
+  pair_trace(&P,
+             "/* seed %" PRIu64 ": %zu timers, grain %" PRIu64 " */ "
+             "w = tw_wheel_new(%" PRIu64 "u);",
+             seed, n, R.per.grain, start);
 
   /* Full sweeps cost O(timers): every operation for small wheels, about
    * every n/256 operations for large ones (touched timers always). */
-  uint64_t sweep_every = R.sweep_always ? 1 : 1 + R.n / 256;
+  uint64_t sweep_every = R.sweep_always ? 1 : 1 + n / 256;
 
-  for (R.op = 0; R.op < ops; R.op++) {
+  for (P.op = 0; P.op < ops; P.op++) {
     one_op();
     check_wheel();
     check_touched();
     if (chance(R.per.expiry_check))
       check_expiry();
-    if (R.op % sweep_every == 0)
+    if (P.op % sweep_every == 0)
       check_all_timers();
     S.ops++;
   }
   check_all_timers();
   check_expiry();
 
-  tw_wheel_free(R.w); /* with timers still active: they become inactive */
-  for (size_t i = 0; i < R.n; i++) {
-    if (tw_timer_is_active(timer_of(i)))
-      fail("timer %zu still active after tw_wheel_free", i);
-    free(R.conns[i]);
-  }
-  free(R.conns);
+  pair_free(&P); /* with timers still active: they become inactive */
   free(R.touched);
   free(R.touched_mark);
-  model_free(&R.m);
-  R.w = NULL;
   S.seeds++;
 }
 
@@ -1095,7 +843,10 @@ static void run_profile(const profile *p) {
 
   memset(&S, 0, sizeof S);
   report_crashes();
-  R.trace = (int)env_u64("TW_MODEL_TRACE", 0, NULL);
+  P.fail = fail;
+  P.on_fire = on_fire;
+  P.touched = touch;
+  P.trace = (int)env_u64("TW_MODEL_TRACE", 0, NULL);
   R.sweep_always = (int)env_u64("TW_MODEL_SWEEP", 0, NULL);
   R.allow_early = (int)env_u64("TW_MODEL_ALLOW_EARLY", 0, NULL);
   clock_gettime(CLOCK_MONOTONIC, &t0);
