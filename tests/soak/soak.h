@@ -1,0 +1,197 @@
+/*
+ * The soak's bookkeeping, shared by soak-uv.c and soak-event.c.
+ *
+ * The loop-specific program owns the timers and the loop; this file keeps,
+ * per timer, what the soak expects of it (one soak_rec), checks every
+ * callback against that, and writes the report.
+ *
+ * INVARIANT: rec.armed is 1 exactly while the adapter should hold the timer
+ * active, and then rec.deadline is a lower bound of the time (ns of the
+ * loop's clock) before which it must not fire. Every arming ends in exactly
+ * one of: fired, stopped, replaced (re-armed while armed), or, at the end,
+ * pending (deadline still in the future) or missing (due and never fired:
+ * a violation). The ledger printed at the end must balance.
+ *
+ * Time is in ns throughout: the libuv program converts uv_now() (ms), the
+ * libevent program reads CLOCK_MONOTONIC as its adapter does.
+ */
+#ifndef TWHEEL_SOAK_H
+#define TWHEEL_SOAK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <twheel.h>
+
+#define SOAK_NS_PER_MS UINT64_C(1000000)
+#define SOAK_NS_PER_S UINT64_C(1000000000)
+
+struct soak_opts {
+  size_t timers;          /* --timers: timers live in the loop */
+  unsigned seconds;       /* --seconds: the loaded phase */
+  uint64_t rate;          /* --rate: target resets per second */
+  unsigned warmup;        /* --warmup: seconds before RSS must stay flat */
+  unsigned drain_ms;      /* --drain: end phase, no new starts */
+  unsigned tick_ms;       /* --tick-ms: driver period; 0: every iteration */
+  uint64_t seed;          /* --seed */
+  uint64_t rss_margin_kb; /* --rss-margin-kb: allowed growth after warm-up */
+  int rss_check;          /* 0 with --no-rss-check */
+  unsigned min_rate_pct;  /* --min-rate-pct: fail below this share of rate */
+  int quiet;              /* --quiet: no per-second line */
+};
+
+/* What the soak expects of one timer. */
+struct soak_rec {
+  uint64_t deadline; /* ns: never fire before it (valid while armed) */
+  uint64_t period;   /* ns: > 0 for a repeating timer */
+  uint8_t armed;     /* expected to fire once at or after deadline */
+  uint8_t bound;     /* deadline is only a lower bound: no lateness kept */
+};
+
+/* An arming chosen by soak_pick(): times in microseconds. */
+struct soak_arm {
+  uint64_t timeout_us; /* 0 .. days */
+  uint64_t period_us;  /* 0: one-shot */
+};
+
+enum soak_phase { SOAK_RUN, SOAK_DRAIN, SOAK_DONE };
+
+enum soak_violation {
+  SOAK_V_EARLY,      /* fired before its deadline by the loop's clock */
+  SOAK_V_EARLY_REAL, /* ... or by the real monotonic clock */
+  SOAK_V_NOT_ARMED,  /* fired while not armed: a double or a stopped fire */
+  SOAK_V_STATE,      /* the adapter's active state disagrees with ours */
+  SOAK_V_REPEAT,     /* a repeating timer re-armed at the wrong time */
+  SOAK_V_MISSING,    /* due at the end and never fired */
+  SOAK_V_COUNT,      /* adapter counters disagree with what we saw */
+  SOAK_V_API,        /* an adapter call failed */
+  SOAK_V_RSS,        /* RSS grew after warm-up */
+  SOAK_V_RATE,       /* the reset rate was not reached */
+  SOAK_V_KINDS
+};
+
+struct soak_counts {
+  uint64_t resets;      /* driver: re-arm of an active timer */
+  uint64_t starts;      /* driver: start of an inactive timer */
+  uint64_t stops;       /* driver: stop of an active timer */
+  uint64_t cb_restarts; /* callbacks: restart of their own timer */
+  uint64_t cb_others;   /* callbacks: start of another timer */
+  uint64_t cb_stops;    /* callbacks: stop of a timer (own or other) */
+  uint64_t pulled;      /* drain: far deadlines brought inside the window */
+  uint64_t armings;     /* every arming, repeat re-arms included */
+  uint64_t fired;       /* callbacks run */
+  uint64_t stopped;     /* armings ended by a stop */
+  uint64_t replaced;    /* armings ended by a re-arm */
+  uint64_t pending;     /* end: armed, deadline in the future */
+  uint64_t missing;     /* end: armed, deadline passed */
+  uint64_t iterations;  /* driver calls (loop iterations) */
+};
+
+/* Lateness histogram: 10 us buckets below 10 ms, 1 ms buckets below 10 s. */
+#define SOAK_FINE_US 10000u
+#define SOAK_FINE_STEP 10u
+#define SOAK_COARSE_US 10000000u
+#define SOAK_COARSE_STEP 1000u
+#define SOAK_BUCKETS                                                           \
+  (SOAK_FINE_US / SOAK_FINE_STEP +                                             \
+   (SOAK_COARSE_US - SOAK_FINE_US) / SOAK_COARSE_STEP + 1)
+
+struct soak {
+  struct soak_opts opt;
+  const char *name; /* "soak-uv", "soak-event" */
+  struct soak_rec *recs;
+  uint64_t rng;
+  enum soak_phase phase;
+  struct soak_counts n;
+  uint64_t violations[SOAK_V_KINDS];
+  unsigned reported; /* violation messages printed so far */
+
+  uint64_t setup_ns;           /* the program: arming every timer, once */
+  uint64_t start_ns, drain_ns; /* real time of the run's start, drain's */
+  uint64_t last_tick_s;        /* whole seconds sampled so far */
+  struct soak_counts tick_n;   /* counts at the previous sample */
+
+  uint64_t *rss_kb; /* one sample per second */
+  size_t rss_len, rss_cap;
+
+  struct soak_late {
+    uint64_t *buckets; /* SOAK_BUCKETS counters */
+    uint64_t count, max_ns, sum_us;
+  } late[2]; /* callbacks in the loaded phase, in the drain */
+  uint64_t last_ns, gap_max_ns; /* driver: previous call, longest gap */
+  uint64_t unmeasured;          /* callbacks of bound deadlines */
+  uint64_t pending_min_ns;      /* earliest deadline still pending at the end */
+};
+
+/* Parses argv into *o (defaults first). Returns 0, 1 after --help, or -1
+ * after printing a usage error. */
+int soak_parse(struct soak_opts *o, int argc, char **argv, const char *name);
+
+/* Allocates and touches every array (so RSS is flat from the start).
+ * 0 or -1 (out of memory, message printed). */
+int soak_init(struct soak *s, const struct soak_opts *o, const char *name);
+void soak_free(struct soak *s);
+
+uint64_t soak_rand(struct soak *s);
+/* Uniform in [0, n); n > 0. */
+uint64_t soak_below(struct soak *s, uint64_t n);
+/* 1 with probability pct / 100. */
+int soak_chance(struct soak *s, unsigned pct);
+/* A random timer index. */
+size_t soak_pick_timer(struct soak *s);
+/* A random arming: the mix of short, idle, zero, far and repeating timers. */
+struct soak_arm soak_pick(struct soak *s);
+/* An arming that falls due within the drain window (one-shot). */
+struct soak_arm soak_pick_drain(struct soak *s);
+
+/* What the drain does with timer i at its start (loop time now_ns):
+ * repeating timers are stopped, one-shots due after the drain window but
+ * not far (an hour) are pulled into it, the rest are left alone. */
+enum soak_drain_action { SOAK_LEAVE, SOAK_STOP, SOAK_PULL };
+enum soak_drain_action soak_drain_action(const struct soak *s, size_t i,
+                                         uint64_t now_ns);
+
+/* Records an arming of timer i: replaces the previous one if armed. */
+void soak_armed(struct soak *s, size_t i, uint64_t deadline, uint64_t period);
+/* Records a stop of timer i (no-op when not armed). */
+void soak_stopped(struct soak *s, size_t i);
+/*
+ * Records a callback of timer i at loop time `loop_ns` (the clock the
+ * adapter compares deadlines with) and real monotonic time `real_ns`:
+ * checks it was armed and not early, and ends that arming. A repeating
+ * timer's next arming is then recorded with soak_rearmed().
+ */
+void soak_fired(struct soak *s, size_t i, uint64_t loop_ns, uint64_t real_ns);
+/* Records the re-arm of a repeating timer before its callback; `bound`:
+ * the true deadline may be later (then its lateness is not measured). */
+void soak_rearmed(struct soak *s, size_t i, uint64_t deadline, int bound);
+
+/* Counts a violation and prints its message (the first few only). */
+void soak_violation(struct soak *s, enum soak_violation kind, const char *fmt,
+                    ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/*
+ * The driver calls this once per loop iteration with the real time. It
+ * samples RSS and prints progress every second (active = timers the wheel
+ * holds), moves the phase on, and returns how many resets the driver
+ * should do now to keep to the target rate (0 outside SOAK_RUN).
+ */
+uint64_t soak_tick(struct soak *s, uint64_t real_ns, size_t active);
+
+/*
+ * End of the run, at loop time `loop_ns`: classifies every record as
+ * pending or missing, checks `is_active(i)` agrees with it (state of the
+ * adapter), compares the adapter's counters, the wheel's count, RSS and
+ * rate, and prints the report. Returns the exit status: 0 pass, 1 fail.
+ */
+int soak_finish(struct soak *s, uint64_t loop_ns, const tw_stats *stats,
+                size_t wheel_count, int (*is_active)(size_t i));
+
+/* Resident set size in kB from /proc/self/statm; 0 if unreadable. */
+uint64_t soak_rss_kb(void);
+
+#endif /* TWHEEL_SOAK_H */
