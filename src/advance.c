@@ -1,20 +1,11 @@
 /*
- * tw_advance: move time forward, collect what is due in firing order, then
- * run the callbacks. Collecting first is what makes rule 5 hold: a timer
- * started by a callback is filed against the new now and waits for the next
- * advance, whatever its deadline.
+ * Time moving on: tw_next_expiry, and tw_advance, which moves the wheel from
+ * one earliest deadline to the next and runs each deadline's callbacks as
+ * soon as it has collected them.
  */
 #include "wheel.h"
 
 #include <stdlib.h>
-
-void tw__due_insert(tw_wheel *w, tw_timer *t) {
-  tw_link *after = w->due.prev;
-  while (after != &w->due && tw__fires_before(t, TW_TIMER_OF(after)))
-    after = after->prev;
-  tw__list_insert_before(after->next, &t->tw__link);
-  tw__set_state(t, TW_DUE);
-}
 
 void tw__due_merge(tw_wheel *w, tw_link *from) {
   tw_link *cursor = w->due.next;
@@ -83,6 +74,44 @@ void tw__list_sort(tw_link *head) {
   }
   prev->next = head;
   head->prev = prev;
+}
+
+static uint64_t first_deadline(const tw_link *list) {
+  return tw__list_empty(list) ? TW_NEVER : tw__list_first(list)->tw__deadline;
+}
+
+static int holds_at_most(const tw_link *head, size_t limit) {
+  for (const tw_link *node = head->next; node != head; node = node->next)
+    if (limit-- == 0)
+      return 0;
+  return 1;
+}
+
+/* The earliest slot's minimum, made exact first when that is cheap. */
+static uint64_t earliest_slot_min(tw_wheel *w) {
+  unsigned level, s;
+  while (tw__earliest_slot(w, &level, &s)) {
+    size_t index = tw__slot_index(level, s);
+    if (!(w->dirty[level] & ((uint64_t)1 << s)) ||
+        !holds_at_most(&w->slots[index], TW_RESCAN_LIMIT))
+      return w->slot_min[index];
+    /* Stale timers leave and slot_min becomes exact. Nothing is collected:
+     * every deadline in a slot is after pos. */
+    tw__refile_slot(w, level, s, &w->firing);
+  }
+  return TW_NEVER;
+}
+
+uint64_t tw_next_expiry(tw_wheel *w) {
+  uint64_t earliest, in_wheel;
+
+  if (!w || w->free_pending)
+    return TW_NEVER;
+  earliest = first_deadline(&w->due);
+  if (first_deadline(&w->firing) < earliest) /* asked from a callback */
+    earliest = first_deadline(&w->firing);
+  in_wheel = earliest_slot_min(w);
+  return in_wheel < earliest ? in_wheel : earliest;
 }
 
 /*

@@ -1,5 +1,7 @@
 /*
- * The wheel: its lifetime, where a timer is filed, and the earliest expiry.
+ * Where timers wait: the wheel's lifetime, filing a timer in its slot, and
+ * the per-timer API (start, stop, again...), kept in one file so that the
+ * hot paths (the idle reset, start and stop) compile to straight-line code.
  * Read wheel.h first: it states the invariant everything here keeps.
  */
 #include "wheel.h"
@@ -39,6 +41,12 @@ static unsigned digit(uint64_t time, unsigned level) {
   return (unsigned)(time >> (level * TW_LEVEL_BITS)) & (TW_SLOTS - 1);
 }
 
+/* The level a deadline after pos is filed at: its highest digit that
+ * differs from pos's. */
+static unsigned level_of(uint64_t pos, uint64_t deadline) {
+  return highest_bit(pos ^ deadline) / TW_LEVEL_BITS;
+}
+
 /* Where a deadline after pos is filed. */
 struct slot_ref {
   unsigned level, s;
@@ -46,13 +54,9 @@ struct slot_ref {
 
 static struct slot_ref slot_for(uint64_t pos, uint64_t deadline) {
   struct slot_ref ref;
-  ref.level = highest_bit(pos ^ deadline) / TW_LEVEL_BITS;
+  ref.level = level_of(pos, deadline);
   ref.s = digit(deadline, ref.level);
   return ref;
-}
-
-static int same_slot(struct slot_ref a, struct slot_ref b) {
-  return a.level == b.level && a.s == b.s;
 }
 
 uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned s) {
@@ -156,8 +160,8 @@ static void detach(tw_wheel *w, tw_timer *t) {
  * makes it stale: it moves when its slot comes due). Returns 0 when the
  * timer must move now instead.
  */
-static int rearm_in_place(tw_wheel *w, tw_timer *t, uint64_t deadline,
-                          uint64_t order) {
+static inline int rearm_in_place(tw_wheel *w, tw_timer *t, uint64_t deadline,
+                                 uint64_t order) {
   uint64_t old = t->tw__deadline;
   unsigned state = tw__state(t);
 
@@ -166,7 +170,8 @@ static int rearm_in_place(tw_wheel *w, tw_timer *t, uint64_t deadline,
   if (state == TW_SLOTTED) {
     struct slot_ref ref = slot_for(w->pos, old);
     uint64_t *min = &w->slot_min[tw__slot_index(ref.level, ref.s)];
-    if (same_slot(ref, slot_for(w->pos, deadline))) {
+    /* The same slot: the digits from ref.level up are old's. */
+    if (((old ^ deadline) >> (ref.level * TW_LEVEL_BITS)) == 0) {
       if (deadline < *min)
         *min = deadline;
       else if (deadline > old)
@@ -185,7 +190,7 @@ static int rearm_in_place(tw_wheel *w, tw_timer *t, uint64_t deadline,
   return 1;
 }
 
-void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
+static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
   uint64_t order = w->next_seq++ << 8;
 
   if (rearm_in_place(w, t, deadline, order))
@@ -202,10 +207,26 @@ void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
     tw__due_insert(w, t);
 }
 
-void tw__disarm(tw_wheel *w, tw_timer *t) {
+void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
+  arm(w, t, deadline);
+}
+
+static inline void disarm(tw_wheel *w, tw_timer *t) {
   detach(w, t);
   tw__set_state(t, TW_IDLE);
   w->count--;
+}
+
+void tw__disarm(tw_wheel *w, tw_timer *t) {
+  disarm(w, t);
+}
+
+void tw__due_insert(tw_wheel *w, tw_timer *t) {
+  tw_link *after = w->due.prev;
+  while (after != &w->due && tw__fires_before(t, TW_TIMER_OF(after)))
+    after = after->prev;
+  tw__list_insert_before(after->next, &t->tw__link);
+  tw__set_state(t, TW_DUE);
 }
 
 int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s,
@@ -246,42 +267,73 @@ int tw__earliest_slot(const tw_wheel *w, unsigned *level, unsigned *s) {
   return 0;
 }
 
-static uint64_t first_deadline(const tw_link *list) {
-  return tw__list_empty(list) ? TW_NEVER : tw__list_first(list)->tw__deadline;
+/* ---- The per-timer API ---- */
+
+static int usable(const tw_wheel *w, const tw_timer *t) {
+  return w && t && !w->free_pending && tw__is_valid(t);
 }
 
-static int holds_at_most(const tw_link *head, size_t limit) {
-  for (const tw_link *node = head->next; node != head; node = node->next)
-    if (limit-- == 0)
-      return 0;
-  return 1;
+void tw_timer_init(tw_timer *t) {
+  if (!t)
+    return;
+  t->tw__link.next = t->tw__link.prev = NULL;
+  t->tw__cb = NULL;
+  t->tw__deadline = TW_NEVER;
+  t->tw__repeat = 0;
+  t->tw__order = TW_IDLE;
 }
 
-/* The earliest slot's minimum, made exact first when that is cheap. */
-static uint64_t earliest_slot_min(tw_wheel *w) {
-  unsigned level, s;
-  while (tw__earliest_slot(w, &level, &s)) {
-    size_t index = tw__slot_index(level, s);
-    if (!(w->dirty[level] & slot_bit(s)) ||
-        !holds_at_most(&w->slots[index], TW_RESCAN_LIMIT))
-      return w->slot_min[index];
-    /* Stale timers leave and slot_min becomes exact. Nothing is collected:
-     * every deadline in a slot is after pos. */
-    tw__refile_slot(w, level, s, &w->firing);
-  }
-  return TW_NEVER;
+int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                      uint64_t deadline, uint64_t repeat) {
+  if (!usable(w, t) || !cb)
+    return -EINVAL;
+  if (deadline > TW_MAX_DEADLINE)
+    deadline = TW_MAX_DEADLINE;
+  t->tw__cb = cb;
+  t->tw__repeat = repeat;
+  arm(w, t, deadline);
+  return 0;
 }
 
-uint64_t tw_next_expiry(tw_wheel *w) {
-  uint64_t earliest, in_wheel;
+int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb, uint64_t timeout,
+                   uint64_t repeat) {
+  if (!w)
+    return -EINVAL;
+  return tw_timer_start_at(w, t, cb, tw__saturating_add(w->now, timeout),
+                           repeat);
+}
 
-  if (!w || w->free_pending)
-    return TW_NEVER;
-  earliest = first_deadline(&w->due);
-  if (first_deadline(&w->firing) < earliest) /* asked from a callback */
-    earliest = first_deadline(&w->firing);
-  in_wheel = earliest_slot_min(w);
-  return in_wheel < earliest ? in_wheel : earliest;
+int tw_timer_stop(tw_wheel *w, tw_timer *t) {
+  if (!usable(w, t))
+    return -EINVAL;
+  if (tw__state(t) != TW_IDLE)
+    disarm(w, t);
+  return 0;
+}
+
+int tw_timer_again(tw_wheel *w, tw_timer *t) {
+  if (!usable(w, t) || !t->tw__cb)
+    return -EINVAL;
+  if (t->tw__repeat)
+    arm(w, t, tw__saturating_add(w->now, t->tw__repeat));
+  return 0;
+}
+
+void tw_timer_set_repeat(tw_timer *t, uint64_t repeat) {
+  if (t && tw__is_valid(t))
+    t->tw__repeat = repeat;
+}
+
+uint64_t tw_timer_get_repeat(const tw_timer *t) {
+  return t && tw__is_valid(t) ? t->tw__repeat : 0;
+}
+
+int tw_timer_is_active(const tw_timer *t) {
+  return t && tw__is_valid(t) && tw__state(t) != TW_IDLE;
+}
+
+uint64_t tw_timer_deadline(const tw_timer *t) {
+  return tw_timer_is_active(t) ? t->tw__deadline : TW_NEVER;
 }
 
 const char *tw_strerror(int err) {

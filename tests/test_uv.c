@@ -603,7 +603,8 @@ Test(uv, backend_timeout_follows_the_earliest_timer) {
   start(&p[1], 50, 0);
   cr_assert_leq(uv_backend_timeout(&loop), 50);
   cr_assert_eq(tw_uv_timer_stop(&p[1].t), 0); /* it was the earliest */
-  cr_assert_gt(uv_backend_timeout(&loop), 100);
+  /* Lazy: the poll may still wake at 50 ms, for nothing; never later. */
+  cr_assert_leq(uv_backend_timeout(&loop), 50);
   start(&p[0], 20, 0);
   cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
   cr_assert_leq(uv_backend_timeout(&loop), 0);
@@ -636,7 +637,7 @@ Test(uv, ten_thousand_timers_use_exactly_one_uv_timer_handle) {
 }
 
 /* One uv_timer_start per earlier deadline; a later deadline (the idle reset)
- * or a stop of a timer that is not the earliest leaves it alone. */
+ * or a stop leaves it alone, unless no timer is left. */
 Test(uv, shared_timer_is_rearmed_only_when_the_next_expiry_gets_earlier) {
   static struct probe p[3];
   probes_init(p, 3);
@@ -655,12 +656,12 @@ Test(uv, shared_timer_is_rearmed_only_when_the_next_expiry_gets_earlier) {
   cr_assert_eq(uv_timer_get_due_in(shared), 300);
   cr_assert_eq(tw_uv_timer_stop(&p[1].t), 0); /* not the earliest */
   cr_assert_eq(stats_now().rearms, 2);
-  cr_assert_eq(tw_uv_timer_stop(&p[2].t), 0); /* the earliest: exact again */
-  cr_assert_eq(uv_timer_get_due_in(shared), 1500);
-  cr_assert_eq(stats_now().rearms, 3);
+  cr_assert_eq(tw_uv_timer_stop(&p[2].t), 0); /* the earliest: lazy too */
+  cr_assert_eq(uv_timer_get_due_in(shared), 300);
+  cr_assert_eq(stats_now().rearms, 2);
   cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0); /* empty: stopped */
   cr_assert_not(uv_is_active((uv_handle_t *)shared));
-  cr_assert_eq(stats_now().rearms, 4);
+  cr_assert_eq(stats_now().rearms, 3);
   cr_assert_eq(uv_loop_alive(&loop), 0);
   cr_assert_eq(log_len, 0);
 }

@@ -4,8 +4,8 @@
  * INVARIANT (outside this adapter's callbacks): `armed` is never later than
  * the earliest deadline of an active timer. It is the deadline the loop
  * timer is set for, or TW_NEVER when none is pending. A start earlier than
- * `armed` re-arms; anything later only moves the wheel (lazy: the wakeup at
- * `armed` may fire nothing, and re-arms exactly).
+ * `armed` re-arms; a later start, or a stop that leaves timers, only moves
+ * the wheel (lazy: the wakeup at `armed` may fire nothing, and re-arms).
  * While `dispatching`, the loop timer is idle and nothing is armed: the
  * wheel's exact next expiry is read once when tw_advance() returns.
  * `deferred`: the next expiry was already due when the callbacks returned;
@@ -231,13 +231,11 @@ int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
 
 int tw_uv_timer_stop(tw_uv_timer_t *handle) {
   tw_uv *d = owner_of(handle);
-  uint64_t deadline;
 
   if (!d)
     return UV_EINVAL;
   if (!tw_timer_is_active(&handle->tw__timer))
     return 0; /* also every timer of a closing adapter */
-  deadline = tw_timer_deadline(&handle->tw__timer);
   tw_timer_stop(d->wheel, &handle->tw__timer);
   if (handle->tw__flags & TW_UV__REF)
     refd_dec(d);
@@ -245,12 +243,7 @@ int tw_uv_timer_stop(tw_uv_timer_t *handle) {
     return 0; /* the next expiry is read when the callbacks return */
   if (tw_count(d->wheel) == 0)
     disarm(d);
-  else if (deadline == d->armed && !d->deferred) { /* maybe the earliest */
-    uint64_t next = tw_next_expiry(d->wheel);
-    if (next != d->armed)
-      arm(d, next);
-  }
-  return 0;
+  return 0; /* lazy otherwise: see the invariant at the top */
 }
 
 int tw_uv_timer_again(tw_uv_timer_t *handle) {

@@ -12,9 +12,9 @@
  *  - one uv_timer_t (and one uv_prepare_t, see below) per tw_uv, whatever
  *    the number of timers. It is armed for the wheel's next expiry and
  *    re-armed only when that becomes earlier: moving a deadline later (the
- *    idle-timeout reset) never touches it, and at worst costs one wakeup
- *    that fires nothing, after which it is re-armed exactly. It is stopped
- *    when no timer is active. When it fires the wheel advances to
+ *    idle-timeout reset) or stopping a timer never touches it, and at worst
+ *    costs one wakeup that fires nothing, after which it is re-armed. It is
+ *    stopped when no timer is active. When it fires the wheel advances to
  *    uv_now(loop) and runs every due callback in deadline order, equal
  *    deadlines in the order of their latest start, as libuv does.
  *  - loop liveness as in Node.js: the shared handles are referenced only
@@ -133,7 +133,11 @@ TW_EXTERN int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                                 uint64_t timeout, uint64_t repeat);
 
 /* Like uv_timer_stop(): idempotent, 0. UV_EINVAL for NULL or an
- * uninitialised handle. Afterwards the handle's memory may be freed. */
+ * uninitialised handle. Afterwards the handle's memory may be freed.
+ * Touches the loop's uv_timer_t only when no timer is left (it is stopped);
+ * otherwise, when this was the earliest timer, the loop timer's next wakeup
+ * fires nothing (counted in tw_stats.empty_wakeups). That keeps a request
+ * timeout that is started and cancelled free of uv_timer_start calls. */
 TW_EXTERN int tw_uv_timer_stop(tw_uv_timer_t *handle);
 
 /*
