@@ -12,6 +12,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include <twheel.h>
 
 #if defined(__GNUC__)
 #define BENCH_NOINLINE __attribute__((noinline))
@@ -81,6 +84,9 @@ struct bench_out {
 
 void bench_kv(const char *key, double value);
 void bench_kv_str(const char *key, const char *value);
+/* The twheel adapter rows: their counters over the timed part, as
+ * adapter_wakeups, adapter_empty and adapter_rearms. */
+void bench_kv_adapter(const tw_stats *before, const tw_stats *after);
 
 /* One implementation: NULL scenarios do not apply to it. */
 typedef int (*bench_fn)(const struct bench_params *p, struct bench_out *o);
@@ -89,6 +95,11 @@ struct bench_impl {
   const char *label; /* what the tables say */
   bench_fn reset, startstop, burst, spread, memory;
 };
+
+/* The spread scenario: the one whose callbacks take their lateness. */
+static inline int bench_is_spread(const struct bench_params *p) {
+  return strcmp(p->scenario, "spread") == 0;
+}
 
 /* ---- clock.c: the loop clock, real time, wakeup accounting ---- */
 

@@ -44,6 +44,7 @@ struct impl {
 static struct impl *self;
 
 #include "scenarios.h"
+#include "event_loop.h"
 
 static void on_fire(evutil_socket_t fd, short what, void *arg) {
   (void)fd;
@@ -61,15 +62,13 @@ static void on_drive(evutil_socket_t fd, short what, void *arg) {
 }
 
 static const struct timeval *common_for(struct impl *x, uint32_t ms) {
-  struct timeval tv;
-  tv.tv_sec = (time_t)(ms / 1000);
-  tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+  struct timeval tv = timeval_of_ms(ms);
   return event_base_init_common_timeout(x->base, &tv);
 }
 
 static int h_open(struct impl *x, const struct bench_params *p) {
   self = x;
-  x->track = p->scenario[0] == 's' && p->scenario[1] == 'p';
+  x->track = bench_is_spread(p);
   x->steps = x->track;
   x->base = event_base_new();
   if (!x->base)
@@ -112,9 +111,7 @@ static uint32_t h_start(struct impl *x, uint32_t i, uint32_t timeout_ms) {
     }
     event_add(&x->idle[i], tv);
   } else {
-    struct timeval tv;
-    tv.tv_sec = (time_t)(timeout_ms / 1000);
-    tv.tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000;
+    struct timeval tv = timeval_of_ms(timeout_ms);
     event_add(&x->idle[i], &tv);
   }
   return timeout_ms;
@@ -124,7 +121,7 @@ static void h_req_start(struct impl *x, uint32_t i) {
   if (EV_COMMON) {
     event_add(&x->req[i], x->common_req);
   } else {
-    struct timeval tv = {BENCH_REQUEST_MS / 1000, 0};
+    struct timeval tv = timeval_of_ms(BENCH_REQUEST_MS);
     event_add(&x->req[i], &tv);
   }
 }
@@ -145,12 +142,6 @@ static void h_drive(struct impl *x, struct run *r, uint64_t ticks,
 }
 
 static void h_stats(struct impl *x) { (void)x; }
-
-static void h_refresh(struct impl *x) { (void)x; /* add reads the clock */ }
-
-static void h_expire(struct impl *x) { event_base_loop(x->base, EVLOOP_NONBLOCK); }
-
-static void h_run(struct impl *x) { event_base_dispatch(x->base); }
 
 static size_t h_timer_size(void) { return sizeof(struct event); }
 

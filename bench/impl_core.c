@@ -52,7 +52,7 @@ static int h_open(struct impl *x, const struct bench_params *p) {
   x->now = now_ms();
   x->w = tw_wheel_new(x->now);
   x->armed = TW_NEVER;
-  x->track = p->scenario[0] == 's' && p->scenario[1] == 'p'; /* spread */
+  x->track = bench_is_spread(p);
   return x->w ? 0 : 1;
 }
 

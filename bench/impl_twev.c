@@ -28,6 +28,7 @@ struct impl {
 static struct impl *self;
 
 #include "scenarios.h"
+#include "event_loop.h"
 
 static void on_fire(evutil_socket_t fd, short what, void *arg) {
   (void)fd;
@@ -46,7 +47,7 @@ static void follow_armed(struct impl *x) {
 
 static int h_open(struct impl *x, const struct bench_params *p) {
   self = x;
-  x->track = p->scenario[0] == 's' && p->scenario[1] == 'p';
+  x->track = bench_is_spread(p);
   x->base = event_base_new();
   if (!x->base)
     return 1;
@@ -70,15 +71,13 @@ static void h_alloc(struct impl *x, uint32_t n, int requests) {
 }
 
 static uint32_t h_start(struct impl *x, uint32_t i, uint32_t timeout_ms) {
-  struct timeval tv;
-  tv.tv_sec = (time_t)(timeout_ms / 1000);
-  tv.tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000;
+  struct timeval tv = timeval_of_ms(timeout_ms);
   tw_ev_timer_add(&x->idle[i], &tv);
   return timeout_ms;
 }
 
 static void h_req_start(struct impl *x, uint32_t i) {
-  struct timeval tv = {BENCH_REQUEST_MS / 1000, 0};
+  struct timeval tv = timeval_of_ms(BENCH_REQUEST_MS);
   tw_ev_timer_add(&x->req[i], &tv);
 }
 
@@ -113,18 +112,9 @@ static void h_drive(struct impl *x, struct run *r, uint64_t ticks,
 
 static void h_stats(struct impl *x) {
   tw_stats s;
-  if (tw_ev_stats(x->d, &s) != 0)
-    return;
-  bench_kv("adapter_wakeups", (double)(s.wakeups - x->before.wakeups));
-  bench_kv("adapter_empty", (double)(s.empty_wakeups - x->before.empty_wakeups));
-  bench_kv("adapter_rearms", (double)(s.rearms - x->before.rearms));
+  if (tw_ev_stats(x->d, &s) == 0)
+    bench_kv_adapter(&x->before, &s);
 }
-
-static void h_refresh(struct impl *x) { (void)x; /* add reads the clock */ }
-
-static void h_expire(struct impl *x) { event_base_loop(x->base, EVLOOP_NONBLOCK); }
-
-static void h_run(struct impl *x) { event_base_dispatch(x->base); }
 
 static size_t h_timer_size(void) { return sizeof(tw_ev_timer); }
 

@@ -1,8 +1,9 @@
 /*
  * twheel through its libuv drop-in API (adapters/uv): tw_uv_timer_* on one
- * tw_uv per loop, driven exactly like the uv_timer_t row: the loop time is
- * updated every iteration and uv_run() is called when the adapter's one
- * uv_timer_t is due, so its wakeups (and the wheel work they do) are timed.
+ * tw_uv per loop, driven exactly like the uv_timer_t row (uv_loop.h): the
+ * loop time is updated every iteration and uv_run() is called when the
+ * adapter's one uv_timer_t is due, so its wakeups (and the wheel work they
+ * do) are timed.
  */
 #include <stdio.h>
 
@@ -21,6 +22,7 @@ struct impl {
 static struct impl *self;
 
 #include "scenarios.h"
+#include "uv_loop.h"
 
 static void on_fire(tw_uv_timer_t *t) {
   bench_fired_one();
@@ -30,10 +32,9 @@ static void on_fire(tw_uv_timer_t *t) {
 
 static int h_open(struct impl *x, const struct bench_params *p) {
   self = x;
-  x->track = p->scenario[0] == 's' && p->scenario[1] == 'p';
-  if (uv_loop_init(&x->loop) != 0)
+  x->track = bench_is_spread(p);
+  if (open_loop(x) != 0)
     return 1;
-  uv_update_time(&x->loop);
   return tw_uv_init(&x->loop, &x->d) != 0;
 }
 
@@ -64,14 +65,6 @@ static void h_req_stop(struct impl *x, uint32_t i) {
   tw_uv_timer_stop(&x->req[i]);
 }
 
-static void h_tick(struct impl *x) {
-  uv_update_time(&x->loop);
-  if (uv_backend_timeout(&x->loop) == 0)
-    uv_run(&x->loop, UV_RUN_NOWAIT);
-}
-
-static void h_tick_end(struct impl *x) { (void)x; }
-
 static void h_drive(struct impl *x, struct run *r, uint64_t ticks,
                     batch_fn batch) {
   tw_uv_stats(x->d, &x->before);
@@ -80,21 +73,10 @@ static void h_drive(struct impl *x, struct run *r, uint64_t ticks,
 
 static void h_stats(struct impl *x) {
   tw_stats s;
-  if (tw_uv_stats(x->d, &s) != 0)
-    return;
-  bench_kv("adapter_wakeups", (double)(s.wakeups - x->before.wakeups));
-  bench_kv("adapter_empty", (double)(s.empty_wakeups - x->before.empty_wakeups));
-  bench_kv("adapter_rearms", (double)(s.rearms - x->before.rearms));
+  if (tw_uv_stats(x->d, &s) == 0)
+    bench_kv_adapter(&x->before, &s);
 }
 
-static void h_refresh(struct impl *x) { uv_update_time(&x->loop); }
-
-static void h_expire(struct impl *x) { uv_run(&x->loop, UV_RUN_NOWAIT); }
-
-static void h_run(struct impl *x) { uv_run(&x->loop, UV_RUN_DEFAULT); }
-
 static size_t h_timer_size(void) { return sizeof(tw_uv_timer_t); }
-
-static size_t h_loop_size(void) { return sizeof(uv_loop_t); }
 
 BENCH_IMPL_DEFINE(bench_impl_twuv, "twuv", "twheel through tw_uv_timer_*");

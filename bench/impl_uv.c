@@ -1,9 +1,6 @@
 /*
  * Per-connection uv_timer_t: libuv's own timers, one binary heap in the
- * loop. Each iteration updates the loop time (uv_update_time, what uv_run
- * does at the top of every iteration) and runs the loop only when a timer
- * is due (uv_backend_timeout() == 0), so the figure is the timers' cost,
- * not epoll_wait's. Timer calls see the cached loop time, as in callbacks.
+ * loop, driven as uv_loop.h says (the loop runs only when a timer is due).
  */
 #include <stdio.h>
 
@@ -20,6 +17,7 @@ struct impl {
 static struct impl *self;
 
 #include "scenarios.h"
+#include "uv_loop.h"
 
 static void on_fire(uv_timer_t *t) {
   bench_fired_one();
@@ -29,11 +27,8 @@ static void on_fire(uv_timer_t *t) {
 
 static int h_open(struct impl *x, const struct bench_params *p) {
   self = x;
-  x->track = p->scenario[0] == 's' && p->scenario[1] == 'p';
-  if (uv_loop_init(&x->loop) != 0)
-    return 1;
-  uv_update_time(&x->loop);
-  return 0;
+  x->track = bench_is_spread(p);
+  return open_loop(x);
 }
 
 static void init_all(struct impl *x, uv_timer_t *t, uint32_t n) {
@@ -61,14 +56,6 @@ static void h_req_start(struct impl *x, uint32_t i) {
 
 static void h_req_stop(struct impl *x, uint32_t i) { uv_timer_stop(&x->req[i]); }
 
-static void h_tick(struct impl *x) {
-  uv_update_time(&x->loop);
-  if (uv_backend_timeout(&x->loop) == 0)
-    uv_run(&x->loop, UV_RUN_NOWAIT);
-}
-
-static void h_tick_end(struct impl *x) { (void)x; }
-
 static void h_drive(struct impl *x, struct run *r, uint64_t ticks,
                     batch_fn batch) {
   run_ticks(x, r, ticks, batch);
@@ -76,14 +63,6 @@ static void h_drive(struct impl *x, struct run *r, uint64_t ticks,
 
 static void h_stats(struct impl *x) { (void)x; }
 
-static void h_refresh(struct impl *x) { uv_update_time(&x->loop); }
-
-static void h_expire(struct impl *x) { uv_run(&x->loop, UV_RUN_NOWAIT); }
-
-static void h_run(struct impl *x) { uv_run(&x->loop, UV_RUN_DEFAULT); }
-
 static size_t h_timer_size(void) { return sizeof(uv_timer_t); }
-
-static size_t h_loop_size(void) { return sizeof(uv_loop_t); }
 
 BENCH_IMPL_DEFINE(bench_impl_uv, "uv", "per-connection uv_timer_t");

@@ -69,6 +69,13 @@ void bench_kv(const char *key, double value) {
 
 void bench_kv_str(const char *key, const char *value) { append(key, value); }
 
+void bench_kv_adapter(const tw_stats *before, const tw_stats *after) {
+  bench_kv("adapter_wakeups", (double)(after->wakeups - before->wakeups));
+  bench_kv("adapter_empty",
+           (double)(after->empty_wakeups - before->empty_wakeups));
+  bench_kv("adapter_rearms", (double)(after->rearms - before->rearms));
+}
+
 static void list(void) {
 #if defined(__clang__)
   printf("# clang %s\n", __clang_version__);

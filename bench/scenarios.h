@@ -124,16 +124,26 @@ static void start_idle_timers(struct impl *x, struct run *r) {
     h_start(x, i, BENCH_IDLE_MS + bench_draw(&r->rng, r->n).jitter_ms);
 }
 
+/* Reset and start+stop, before the timed part: the loop on the virtual
+ * clock with its N idle timers started (and N request timers allocated,
+ * if `requests`). 0 or failure. */
+static int open_with_idle_timers(struct impl *x, struct run *r,
+                                 const struct bench_params *p, int requests) {
+  bench_vclock_on();
+  if (h_open(x, p) != 0)
+    return 1;
+  h_alloc(x, p->n, requests);
+  start_idle_timers(x, r);
+  return 0;
+}
+
 static int scenario_reset(const struct bench_params *p, struct bench_out *o) {
   static struct impl x;
   struct run r = run_init(p);
   uint64_t t0, t1;
 
-  bench_vclock_on();
-  if (h_open(&x, p) != 0)
+  if (open_with_idle_timers(&x, &r, p, 0) != 0)
     return 1;
-  h_alloc(&x, p->n, 0);
-  start_idle_timers(&x, &r);
   r.tick_ns = p->tick_ns;
   h_drive(&x, &r, p->warmup / r.batch, batch_reset);
   t0 = bench_real_ns();
@@ -152,11 +162,8 @@ static int scenario_startstop(const struct bench_params *p,
   struct run r = run_init(p);
   uint64_t t0, t1;
 
-  bench_vclock_on();
-  if (h_open(&x, p) != 0)
+  if (open_with_idle_timers(&x, &r, p, 1) != 0)
     return 1;
-  h_alloc(&x, p->n, 1);
-  start_idle_timers(&x, &r);
   t0 = bench_real_ns();
   timed_startstop(&x, &r, p->m / r.batch);
   t1 = bench_real_ns();

@@ -156,6 +156,16 @@ static void probe_add(struct probe *p, long long us) {
   cr_assert_eq(tw_ev_timer_add(&p->t, &tv), 0);
 }
 
+/* Probe p (id 1, `flags`, `then` after each call) alone: added for `us`,
+ * then the base dispatched until nothing is left. */
+static void run_alone(struct probe *p, short flags, void (*then)(struct probe *),
+                      long long us) {
+  probe_init(p, 1, flags);
+  p->then = then;
+  probe_add(p, us);
+  cr_assert_eq(event_base_dispatch(base), 1);
+}
+
 /* --- libevent's test_simpletimeout ------------------------------------ */
 
 Test(event, one_shot_runs_once_never_early_then_dispatch_returns) {
@@ -225,10 +235,7 @@ static void del_after_5(struct probe *p) {
 
 Test(event, persistent_runs_every_period_without_drift) {
   struct probe p;
-  probe_init(&p, 1, EV_PERSIST);
-  p.then = del_after_5;
-  probe_add(&p, 20000);
-  cr_assert_eq(event_base_dispatch(base), 1);
+  run_alone(&p, EV_PERSIST, del_after_5, 20000);
   cr_assert_eq(p.calls, 5);
   for (int k = 0; k < 5; k++)
     cr_assert_geq(p.at[k], p.added + (k + 1) * 20 * MS, "call %d early", k);
@@ -247,10 +254,7 @@ static void record_deadline(struct probe *p) {
 
 Test(event, persistent_rearms_at_previous_deadline_plus_period) {
   struct probe p;
-  probe_init(&p, 1, EV_PERSIST);
-  p.then = record_deadline;
-  probe_add(&p, 15000);
-  cr_assert_eq(event_base_dispatch(base), 1);
+  run_alone(&p, EV_PERSIST, record_deadline, 15000);
   cr_assert_eq(p.calls, 4);
   /* Deadlines step by exactly the period (to the microseconds it takes to
    * read two clocks), however late each call was. */
@@ -309,10 +313,7 @@ static void del_after_3(struct probe *p) {
 
 Test(event, persistent_with_zero_period_runs_once) {
   struct probe p;
-  probe_init(&p, 1, EV_PERSIST);
-  p.then = del_after_3; /* would run 3 times if it re-armed */
-  probe_add(&p, 0);
-  cr_assert_eq(event_base_dispatch(base), 1);
+  run_alone(&p, EV_PERSIST, del_after_3, 0); /* 3 calls if it re-armed */
   cr_assert_eq(p.calls, 1);
   cr_assert_eq(p.pending_in_cb, 0);
 }
@@ -343,10 +344,7 @@ static void readd_self_once(struct probe *p) {
 
 Test(event, readd_from_own_callback_runs_again_later) {
   struct probe p;
-  probe_init(&p, 1, 0);
-  p.then = readd_self_once;
-  probe_add(&p, 5000);
-  cr_assert_eq(event_base_dispatch(base), 1);
+  run_alone(&p, 0, readd_self_once, 5000);
   cr_assert_eq(p.calls, 2);
   cr_assert_geq(p.at[1], p.at[0] + 20 * MS);
 }

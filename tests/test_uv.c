@@ -467,40 +467,45 @@ static void twin_cb(uv_timer_t *h) {
   twin_calls++;
 }
 
+/* Probe p and its twin, both repeating every 10 ms, then the loop blocked
+ * for `block_ms` before it runs. */
+static void start_twins_and_block(struct probe *p, uv_timer_t *twin,
+                                  unsigned block_ms) {
+  probes_init(p, 1);
+  cr_assert_eq(uv_timer_init(&loop, twin), 0);
+  cr_assert_eq(uv_timer_start(twin, twin_cb, 10, 10), 0);
+  start(p, 10, 10);
+  uv_sleep(block_ms);
+}
+
+static void end_twins(struct probe *p, uv_timer_t *twin) {
+  uv_close((uv_handle_t *)twin, NULL);
+  tw_uv_timer_stop(&p->t);
+  uv_run(&loop, UV_RUN_DEFAULT);
+}
+
 Test(uv, blocked_repeat_runs_like_its_uv_timer_twin_in_run_once) {
   static struct probe p;
   uv_timer_t twin;
-  probes_init(&p, 1);
-  cr_assert_eq(uv_timer_init(&loop, &twin), 0);
-  cr_assert_eq(uv_timer_start(&twin, twin_cb, 10, 10), 0);
-  start(&p, 10, 10);
-  uv_sleep(35);
+  start_twins_and_block(&p, &twin, 35);
   uv_run(&loop, UV_RUN_ONCE);
   cr_assert_geq(p.calls, 1);
   cr_assert_eq(p.calls, twin_calls, "twheel %d calls, uv_timer_t %d", p.calls,
                twin_calls);
   cr_assert(log_[0].active);
   cr_assert_eq(log_[0].due_in, 10);
-  uv_close((uv_handle_t *)&twin, NULL);
-  tw_uv_timer_stop(&p.t);
-  uv_run(&loop, UV_RUN_DEFAULT);
+  end_twins(&p, &twin);
 }
 
 Test(uv, blocked_repeat_runs_once_in_run_nowait) {
   static struct probe p;
   uv_timer_t twin;
-  probes_init(&p, 1);
-  cr_assert_eq(uv_timer_init(&loop, &twin), 0);
-  cr_assert_eq(uv_timer_start(&twin, twin_cb, 10, 10), 0);
-  start(&p, 10, 10);
-  uv_sleep(55); /* five periods */
+  start_twins_and_block(&p, &twin, 55); /* five periods */
   uv_run(&loop, UV_RUN_NOWAIT);
   cr_assert_eq(p.calls, 1);
   cr_assert_eq(twin_calls, 1);
   cr_assert_eq(log_[0].due_in, 10);
-  uv_close((uv_handle_t *)&twin, NULL);
-  tw_uv_timer_stop(&p.t);
-  uv_run(&loop, UV_RUN_DEFAULT);
+  end_twins(&p, &twin);
 }
 
 /* timer_no_run_on_unref, timer_ref, timer_ref2 */

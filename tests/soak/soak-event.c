@@ -72,6 +72,8 @@ static void arm(size_t i, struct soak_arm a) {
   soak_armed(&S, i, t0 + us * 1000, want ? us * 1000 : 0);
 }
 
+static const struct soak_ops ops = {arm, stop, NULL}; /* no again */
+
 static void on_fire(evutil_socket_t fd, short what, void *arg) {
   size_t i = (size_t)((tw_ev_timer *)arg - T);
   uint64_t now = mono_ns();
@@ -97,35 +99,7 @@ static void on_fire(evutil_socket_t fd, short what, void *arg) {
     soak_violation(&S, SOAK_V_STATE,
                    "one-shot timer %zu is pending in its own callback", i);
   }
-  if (S.phase != SOAK_RUN)
-    return; /* draining: nothing new starts */
-
-  uint64_t r = soak_below(&S, 100);
-  if (persist[i]) {
-    if (r < 5) {
-      stop(i);
-      S.n.cb_stops++;
-    } else if (r < 10) {
-      arm(i, soak_pick(&S));
-      S.n.cb_restarts++;
-    } else if (r < 15) {
-      arm(soak_pick_timer(&S), soak_pick(&S));
-      S.n.cb_others++;
-    }
-    return;
-  }
-  if (r < 70) { /* the idle-timeout pattern: rearm on activity */
-    arm(i, soak_pick(&S));
-    S.n.cb_restarts++;
-  }
-  if (r >= 60 && r < 70) { /* ... and touch another connection */
-    arm(soak_pick_timer(&S), soak_pick(&S));
-    S.n.cb_others++;
-  } else if (r >= 70 && r < 75) { /* close another connection */
-    size_t j = soak_pick_timer(&S);
-    S.n.cb_stops += S.recs[j].armed;
-    stop(j);
-  }
+  soak_after_fire(&S, i, persist[i]);
 }
 
 static int is_active(size_t i) {
@@ -142,23 +116,6 @@ static void sample_state(void) {
                      "timer %zu: adapter says %s, the soak expects %s", i,
                      active ? "pending" : "not pending",
                      S.recs[i].armed ? "armed" : "not armed");
-  }
-}
-
-static void start_drain(void) {
-  uint64_t now = mono_ns();
-  for (size_t i = 0; i < S.opt.timers; i++) {
-    switch (soak_drain_action(&S, i, now)) {
-    case SOAK_STOP:
-      stop(i);
-      break;
-    case SOAK_PULL:
-      arm(i, soak_pick_drain(&S));
-      S.n.pulled++;
-      break;
-    case SOAK_LEAVE:
-      break;
-    }
   }
 }
 
@@ -186,27 +143,14 @@ static void on_drive(evutil_socket_t fd, short what, void *arg) {
   (void)arg;
 
   if (before == SOAK_RUN && S.phase != SOAK_RUN)
-    start_drain();
+    soak_start_drain(&S, mono_ns());
   if (S.phase == SOAK_DONE) {
     finish();
     event_del(driver); /* the loop ends */
     return;
   }
   sample_state();
-  while (quota > 0) {
-    size_t i = soak_pick_timer(&S);
-    if (!S.recs[i].armed) {
-      arm(i, soak_pick(&S));
-      S.n.starts++;
-    } else if (soak_chance(&S, 4)) {
-      stop(i);
-      S.n.stops++;
-    } else {
-      arm(i, soak_pick(&S));
-      S.n.resets++;
-      quota--;
-    }
-  }
+  soak_drive(&S, quota);
   if (S.opt.tick_ms == 0 && event_add(driver, &zero) != 0)
     soak_violation(&S, SOAK_V_API, "event_add(driver) failed");
 }
@@ -218,7 +162,7 @@ int main(int argc, char **argv) {
 
   if (rc != 0)
     return rc > 0 ? 0 : 2;
-  if (soak_init(&S, &opt, "soak-event") != 0)
+  if (soak_init(&S, &opt, "soak-event", &ops) != 0)
     return 2;
   T = calloc(opt.timers, sizeof *T);
   persist = malloc(opt.timers); /* touched below, like T */

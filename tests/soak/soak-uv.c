@@ -41,17 +41,22 @@ static uint64_t now_ns(void) {
 
 static void on_fire(tw_uv_timer_t *h);
 
-static void arm(size_t i, struct soak_arm a) {
-  uint64_t ms = a.timeout_us / 1000, repeat = a.period_us / 1000;
-  int rc = tw_uv_timer_start(&T[i], on_fire, ms, repeat);
-
+/* After `call` (tw_uv_timer_start or _again) of timer i returned rc:
+ * records an arming due in `ms`, repeating every `repeat` ms. */
+static void record_arming(size_t i, const char *call, int rc, uint64_t ms,
+                          uint64_t repeat) {
   if (rc != 0) {
-    soak_violation(&S, SOAK_V_API, "tw_uv_timer_start(%zu): %s", i,
-                   uv_strerror(rc));
+    soak_violation(&S, SOAK_V_API, "%s(%zu): %s", call, i, uv_strerror(rc));
     return;
   }
   soak_armed(&S, i, (uv_now(&loop) + ms) * SOAK_NS_PER_MS,
              repeat * SOAK_NS_PER_MS);
+}
+
+static void arm(size_t i, struct soak_arm a) {
+  uint64_t ms = a.timeout_us / 1000, repeat = a.period_us / 1000;
+  int rc = tw_uv_timer_start(&T[i], on_fire, ms, repeat);
+  record_arming(i, "tw_uv_timer_start", rc, ms, repeat);
 }
 
 static void stop(size_t i) {
@@ -66,14 +71,10 @@ static void stop(size_t i) {
 static void again(size_t i) {
   uint64_t repeat = tw_uv_timer_get_repeat(&T[i]);
   int rc = tw_uv_timer_again(&T[i]);
-  if (rc != 0) {
-    soak_violation(&S, SOAK_V_API, "tw_uv_timer_again(%zu): %s", i,
-                   uv_strerror(rc));
-    return;
-  }
-  soak_armed(&S, i, (uv_now(&loop) + repeat) * SOAK_NS_PER_MS,
-             repeat * SOAK_NS_PER_MS);
+  record_arming(i, "tw_uv_timer_again", rc, repeat, repeat);
 }
+
+static const struct soak_ops ops = {arm, stop, again};
 
 static void on_fire(tw_uv_timer_t *h) {
   size_t i = (size_t)(h - T);
@@ -94,35 +95,7 @@ static void on_fire(tw_uv_timer_t *h) {
     soak_violation(&S, SOAK_V_STATE,
                    "one-shot timer %zu is active in its own callback", i);
   }
-  if (S.phase != SOAK_RUN)
-    return; /* draining: nothing new starts */
-
-  uint64_t r = soak_below(&S, 100);
-  if (repeat) {
-    if (r < 5) {
-      stop(i);
-      S.n.cb_stops++;
-    } else if (r < 10) {
-      arm(i, soak_pick(&S));
-      S.n.cb_restarts++;
-    } else if (r < 15) {
-      arm(soak_pick_timer(&S), soak_pick(&S));
-      S.n.cb_others++;
-    }
-    return;
-  }
-  if (r < 70) { /* the idle-timeout pattern: rearm on activity */
-    arm(i, soak_pick(&S));
-    S.n.cb_restarts++;
-  }
-  if (r >= 60 && r < 70) { /* ... and touch another connection */
-    arm(soak_pick_timer(&S), soak_pick(&S));
-    S.n.cb_others++;
-  } else if (r >= 70 && r < 75) { /* close another connection */
-    size_t j = soak_pick_timer(&S);
-    S.n.cb_stops += S.recs[j].armed;
-    stop(j);
-  }
+  soak_after_fire(&S, i, repeat != 0);
 }
 
 /* Compares the adapter's view of a few random timers with the ledger. */
@@ -143,23 +116,6 @@ static void sample_state(void) {
       soak_violation(&S, SOAK_V_STATE,
                      "timer %zu: due in %llu ms, the soak expects %llu ms", i,
                      (unsigned long long)due, (unsigned long long)(want - now));
-  }
-}
-
-static void start_drain(void) {
-  uint64_t now = now_ns();
-  for (size_t i = 0; i < S.opt.timers; i++) {
-    switch (soak_drain_action(&S, i, now)) {
-    case SOAK_STOP:
-      stop(i);
-      break;
-    case SOAK_PULL:
-      arm(i, soak_pick_drain(&S));
-      S.n.pulled++;
-      break;
-    case SOAK_LEAVE:
-      break;
-    }
   }
 }
 
@@ -190,7 +146,7 @@ static void drive(void) {
   uint64_t quota = soak_tick(&S, uv_hrtime(), tw_count(tw_uv_wheel(D)));
 
   if (before == SOAK_RUN && S.phase != SOAK_RUN)
-    start_drain();
+    soak_start_drain(&S, now_ns());
   if (S.phase == SOAK_DONE) {
     /* Check from the idle phase: it runs after the timer phase at the same
      * uv_now, so every deadline <= uv_now must have fired by then. */
@@ -200,23 +156,7 @@ static void drive(void) {
     return;
   }
   sample_state();
-  while (quota > 0) {
-    size_t i = soak_pick_timer(&S);
-    if (!S.recs[i].armed) {
-      arm(i, soak_pick(&S));
-      S.n.starts++;
-    } else if (soak_chance(&S, 4)) {
-      stop(i);
-      S.n.stops++;
-    } else {
-      if (S.recs[i].period && soak_chance(&S, 20))
-        again(i);
-      else
-        arm(i, soak_pick(&S));
-      S.n.resets++;
-      quota--;
-    }
-  }
+  soak_drive(&S, quota);
 }
 
 static void on_tick(uv_timer_t *handle) {
@@ -235,7 +175,7 @@ int main(int argc, char **argv) {
 
   if (rc != 0)
     return rc > 0 ? 0 : 2;
-  if (soak_init(&S, &opt, "soak-uv") != 0)
+  if (soak_init(&S, &opt, "soak-uv", &ops) != 0)
     return 2;
   T = calloc(opt.timers, sizeof *T);
   if (!T || uv_loop_init(&loop) != 0 || tw_uv_init(&loop, &D) != 0) {

@@ -1,6 +1,7 @@
 /*
- * The soak's bookkeeping: options, PRNG, the per-timer ledger, lateness,
- * RSS samples and the report. Nothing here knows about a loop.
+ * The soak's bookkeeping: options, PRNG, the per-timer ledger, the load
+ * (through the program's soak_ops), lateness, RSS samples and the report.
+ * Nothing here knows about a loop.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "soak.h"
@@ -159,10 +160,12 @@ bad:
 
 /* ---- setup ------------------------------------------------------------- */
 
-int soak_init(struct soak *s, const struct soak_opts *o, const char *name) {
+int soak_init(struct soak *s, const struct soak_opts *o, const char *name,
+              const struct soak_ops *ops) {
   memset(s, 0, sizeof *s);
   s->opt = *o;
   s->name = name;
+  s->ops = ops;
   s->rng = o->seed;
   s->pending_min_ns = UINT64_MAX;
   /* One RSS sample per second of run and drain, plus slack. */
@@ -245,25 +248,6 @@ struct soak_arm soak_pick(struct soak *s) {
   return a;
 }
 
-struct soak_arm soak_pick_drain(struct soak *s) {
-  struct soak_arm a = {0, 0};
-  a.timeout_us = soak_below(s, (uint64_t)s->opt.drain_ms * 1000 / 2);
-  return a;
-}
-
-enum soak_drain_action soak_drain_action(const struct soak *s, size_t i,
-                                         uint64_t now_ns) {
-  const struct soak_rec *r = &s->recs[i];
-  if (!r->armed)
-    return SOAK_LEAVE;
-  if (r->period)
-    return SOAK_STOP;
-  if (r->deadline > now_ns + s->opt.drain_ms / 2 * SOAK_NS_PER_MS &&
-      r->deadline < now_ns + FAR_MS / 2 * SOAK_NS_PER_MS)
-    return SOAK_PULL;
-  return SOAK_LEAVE;
-}
-
 /* ---- the ledger -------------------------------------------------------- */
 
 void soak_violation(struct soak *s, enum soak_violation kind, const char *fmt,
@@ -318,6 +302,19 @@ static void record_lateness(struct soak_late *l, uint64_t late_ns) {
   l->buckets[b]++;
 }
 
+/* A callback of timer i at `at_ns` by the `clock` clock: never before its
+ * deadline. */
+static void check_not_early(struct soak *s, size_t i, enum soak_violation kind,
+                            const char *clock, uint64_t at_ns) {
+  uint64_t deadline = s->recs[i].deadline;
+  if (at_ns < deadline)
+    soak_violation(s, kind,
+                   "timer %zu fired at %.3f ms (%s clock), %.3f ms before "
+                   "its deadline %.3f ms",
+                   i, (double)at_ns / 1e6, clock,
+                   (double)(deadline - at_ns) / 1e6, (double)deadline / 1e6);
+}
+
 void soak_fired(struct soak *s, size_t i, uint64_t loop_ns, uint64_t real_ns) {
   struct soak_rec *r = &s->recs[i];
 
@@ -328,20 +325,8 @@ void soak_fired(struct soak *s, size_t i, uint64_t loop_ns, uint64_t real_ns) {
                    (double)loop_ns / 1e6);
     return;
   }
-  if (loop_ns < r->deadline)
-    soak_violation(s, SOAK_V_EARLY,
-                   "timer %zu fired at %.3f ms (loop clock), %.3f ms before "
-                   "its deadline %.3f ms",
-                   i, (double)loop_ns / 1e6,
-                   (double)(r->deadline - loop_ns) / 1e6,
-                   (double)r->deadline / 1e6);
-  if (real_ns < r->deadline)
-    soak_violation(s, SOAK_V_EARLY_REAL,
-                   "timer %zu fired at %.3f ms (real clock), %.3f ms before "
-                   "its deadline %.3f ms",
-                   i, (double)real_ns / 1e6,
-                   (double)(r->deadline - real_ns) / 1e6,
-                   (double)r->deadline / 1e6);
+  check_not_early(s, i, SOAK_V_EARLY, "loop", loop_ns);
+  check_not_early(s, i, SOAK_V_EARLY_REAL, "real", real_ns);
   if (r->bound)
     s->unmeasured++;
   else
@@ -356,6 +341,84 @@ void soak_rearmed(struct soak *s, size_t i, uint64_t deadline, int bound) {
   r->bound = (uint8_t)(bound != 0);
   r->deadline = deadline;
   s->n.armings++;
+}
+
+/* ---- the load ---------------------------------------------------------- */
+
+void soak_drive(struct soak *s, uint64_t quota) {
+  const struct soak_ops *op = s->ops;
+  while (quota > 0) {
+    size_t i = soak_pick_timer(s);
+    if (!s->recs[i].armed) {
+      op->arm(i, soak_pick(s));
+      s->n.starts++;
+    } else if (soak_chance(s, 4)) {
+      op->stop(i);
+      s->n.stops++;
+    } else {
+      if (op->again && s->recs[i].period && soak_chance(s, 20))
+        op->again(i);
+      else
+        op->arm(i, soak_pick(s));
+      s->n.resets++;
+      quota--;
+    }
+  }
+}
+
+void soak_after_fire(struct soak *s, size_t i, int repeating) {
+  const struct soak_ops *op = s->ops;
+  if (s->phase != SOAK_RUN)
+    return; /* draining: nothing new starts */
+
+  uint64_t r = soak_below(s, 100);
+  if (repeating) {
+    if (r < 5) {
+      op->stop(i);
+      s->n.cb_stops++;
+    } else if (r < 10) {
+      op->arm(i, soak_pick(s));
+      s->n.cb_restarts++;
+    } else if (r < 15) {
+      op->arm(soak_pick_timer(s), soak_pick(s));
+      s->n.cb_others++;
+    }
+    return;
+  }
+  if (r < 70) { /* the idle-timeout pattern: rearm on activity */
+    op->arm(i, soak_pick(s));
+    s->n.cb_restarts++;
+  }
+  if (r >= 60 && r < 70) { /* ... and touch another connection */
+    op->arm(soak_pick_timer(s), soak_pick(s));
+    s->n.cb_others++;
+  } else if (r >= 70 && r < 75) { /* close another connection */
+    size_t j = soak_pick_timer(s);
+    s->n.cb_stops += s->recs[j].armed;
+    op->stop(j);
+  }
+}
+
+/* An arming that falls due within the first half of the drain window. */
+static struct soak_arm pick_drain(struct soak *s) {
+  struct soak_arm a = {0, 0};
+  a.timeout_us = soak_below(s, (uint64_t)s->opt.drain_ms * 1000 / 2);
+  return a;
+}
+
+void soak_start_drain(struct soak *s, uint64_t now_ns) {
+  for (size_t i = 0; i < s->opt.timers; i++) {
+    const struct soak_rec *r = &s->recs[i];
+    if (!r->armed)
+      continue;
+    if (r->period) {
+      s->ops->stop(i);
+    } else if (r->deadline > now_ns + s->opt.drain_ms / 2 * SOAK_NS_PER_MS &&
+               r->deadline < now_ns + FAR_MS / 2 * SOAK_NS_PER_MS) {
+      s->ops->arm(i, pick_drain(s));
+      s->n.pulled++;
+    }
+  }
 }
 
 /* ---- progress ---------------------------------------------------------- */

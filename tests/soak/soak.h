@@ -3,7 +3,9 @@
  *
  * The loop-specific program owns the timers and the loop; this file keeps,
  * per timer, what the soak expects of it (one soak_rec), checks every
- * callback against that, and writes the report.
+ * callback against that, and writes the report. It also decides the load,
+ * the same for both loops: what the driver and the callbacks do to the
+ * timers, through the program's own arm and stop (struct soak_ops).
  *
  * INVARIANT: rec.armed is 1 exactly while the adapter should hold the timer
  * active, and then rec.deadline is a lower bound of the time (ns of the
@@ -54,6 +56,15 @@ struct soak_arm {
   uint64_t period_us;  /* 0: one-shot */
 };
 
+/* What the program does to its timers for the load; each records what it
+ * did in the ledger (soak_armed, soak_stopped). */
+struct soak_ops {
+  void (*arm)(size_t i, struct soak_arm a); /* start or re-arm timer i */
+  void (*stop)(size_t i);                   /* stop timer i */
+  void (*again)(size_t i); /* re-arm a repeating timer at now + its period
+                            * (uv_timer_again); NULL if the loop has none */
+};
+
 enum soak_phase { SOAK_RUN, SOAK_DRAIN, SOAK_DONE };
 
 enum soak_violation {
@@ -99,6 +110,7 @@ struct soak_counts {
 struct soak {
   struct soak_opts opt;
   const char *name; /* "soak-uv", "soak-event" */
+  const struct soak_ops *ops;
   struct soak_rec *recs;
   uint64_t rng;
   enum soak_phase phase;
@@ -127,9 +139,10 @@ struct soak {
  * after printing a usage error. */
 int soak_parse(struct soak_opts *o, int argc, char **argv, const char *name);
 
-/* Allocates and touches every array (so RSS is flat from the start).
- * 0 or -1 (out of memory, message printed). */
-int soak_init(struct soak *s, const struct soak_opts *o, const char *name);
+/* Allocates and touches every array (so RSS is flat from the start); the
+ * load will act through `ops`. 0 or -1 (out of memory, message printed). */
+int soak_init(struct soak *s, const struct soak_opts *o, const char *name,
+              const struct soak_ops *ops);
 void soak_free(struct soak *s);
 
 uint64_t soak_rand(struct soak *s);
@@ -141,15 +154,21 @@ int soak_chance(struct soak *s, unsigned pct);
 size_t soak_pick_timer(struct soak *s);
 /* A random arming: the mix of short, idle, zero, far and repeating timers. */
 struct soak_arm soak_pick(struct soak *s);
-/* An arming that falls due within the drain window (one-shot). */
-struct soak_arm soak_pick_drain(struct soak *s);
 
-/* What the drain does with timer i at its start (loop time now_ns):
- * repeating timers are stopped, one-shots due after the drain window but
- * not far (an hour) are pulled into it, the rest are left alone. */
-enum soak_drain_action { SOAK_LEAVE, SOAK_STOP, SOAK_PULL };
-enum soak_drain_action soak_drain_action(const struct soak *s, size_t i,
-                                         uint64_t now_ns);
+/* ---- the load, through s->ops ---- */
+
+/* The driver's work in one iteration: `quota` resets of random armed timers
+ * (some repeating ones by again), with starts of unarmed timers and stops
+ * mixed in. */
+void soak_drive(struct soak *s, uint64_t quota);
+/* What the callback of timer i does after its checks, as a server's do:
+ * restarts its own timer, starts or stops another (nothing once the loaded
+ * phase is over). `repeating`: timer i repeats. */
+void soak_after_fire(struct soak *s, size_t i, int repeating);
+/* The start of the drain, at loop time now_ns: repeating timers are
+ * stopped, one-shots due after the drain window but not far (an hour) are
+ * pulled into it, the rest are left alone. */
+void soak_start_drain(struct soak *s, uint64_t now_ns);
 
 /* Records an arming of timer i: replaces the previous one if armed. */
 void soak_armed(struct soak *s, size_t i, uint64_t deadline, uint64_t period);
