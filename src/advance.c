@@ -7,15 +7,14 @@
 
 #include <stdlib.h>
 
-void tw__due_merge(tw_wheel *w, tw_link *from) {
-  tw_link *cursor = w->due.next;
+void tw__merge_sorted(tw_link *into, tw_link *from) {
+  tw_link *after = into->prev; /* the largest first: `after` only goes back */
   while (!tw__list_empty(from)) {
-    tw_timer *t = tw__list_first(from);
-    while (cursor != &w->due && tw__fires_before(TW_TIMER_OF(cursor), t))
-      cursor = cursor->next;
+    tw_timer *t = tw__list_last(from);
+    while (after != into && tw__fires_before(t, TW_TIMER_OF(after)))
+      after = after->prev;
     tw__list_unlink(&t->tw__link);
-    tw__list_insert_before(cursor, &t->tw__link);
-    tw__set_state(t, TW_DUE);
+    tw__list_insert_before(after->next, &t->tw__link);
   }
 }
 
@@ -108,7 +107,7 @@ uint64_t tw_next_expiry(tw_wheel *w) {
   if (!w || w->free_pending)
     return TW_NEVER;
   earliest = first_deadline(&w->due);
-  if (first_deadline(&w->firing) < earliest) /* asked from a callback */
+  if (first_deadline(&w->firing) < earliest) /* a budget's leftovers */
     earliest = first_deadline(&w->firing);
   in_wheel = earliest_slot_min(w);
   return in_wheel < earliest ? in_wheel : earliest;
@@ -178,9 +177,8 @@ size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire) {
     return 0;
   if (now > w->now)
     w->now = now;
-  for (tw_link *node = w->due.next; node != &w->due; node = node->next)
-    tw__set_state(TW_TIMER_OF(node), TW_FIRING);
-  tw__list_splice(&w->firing, &w->due);
+  /* Everything in both lists is due by the old now, before any slot. */
+  tw__merge_sorted(&w->firing, &w->due);
 
   w->advancing = 1;
   ran = run_callbacks(w, max_fire);
@@ -189,9 +187,9 @@ size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire) {
     free(w);
     return ran;
   }
-  /* Out of budget: what is due waits, in order, for the next advance. */
+  /* Out of budget: what is due waits in w->firing, in order, for the next
+   * advance, and pos reaches now (which the slots' invariant needs). */
   while (collect_next(w))
     ;
-  tw__due_merge(w, &w->firing);
   return ran;
 }

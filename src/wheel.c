@@ -204,7 +204,7 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
   if (deadline > w->now)
     file_in_slot(w, t);
   else
-    tw__due_insert(w, t);
+    tw__insert_sorted(&w->due, t);
 }
 
 void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
@@ -221,9 +221,9 @@ void tw__disarm(tw_wheel *w, tw_timer *t) {
   disarm(w, t);
 }
 
-void tw__due_insert(tw_wheel *w, tw_timer *t) {
-  tw_link *after = w->due.prev;
-  while (after != &w->due && tw__fires_before(t, TW_TIMER_OF(after)))
+void tw__insert_sorted(tw_link *into, tw_timer *t) {
+  tw_link *after = into->prev;
+  while (after != into && tw__fires_before(t, TW_TIMER_OF(after)))
     after = after->prev;
   tw__list_insert_before(after->next, &t->tw__link);
   tw__set_state(t, TW_DUE);
@@ -249,7 +249,7 @@ int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s,
           tw__fires_before(t, tw__list_last(collected)))
         in_order = 0;
       tw__list_append(collected, node);
-      tw__set_state(t, TW_FIRING);
+      tw__set_state(t, TW_DUE);
     }
     node = next;
   }

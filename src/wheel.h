@@ -17,8 +17,10 @@
  * L + 1; and the earliest timers are in the lowest occupied slot of the
  * lowest occupied level. When pos reaches a slot's range the slot "comes
  * due": its timers are re-filed against the new pos, into lower levels, or
- * collected to fire when their deadline is reached. Each timer cascades at
- * most once per level, and 11 levels cover the whole 64-bit range.
+ * collected to fire when their deadline is reached. Per arming, a timer
+ * moves down at most once per level (a stale one first moves to where its
+ * new deadline belongs, paid for by the reset that made it stale), and 11
+ * levels cover the whole 64-bit range.
  *
  * Each slot keeps `slot_min`: no later than any deadline in it and no
  * earlier than the slot's start; exact unless the slot is marked dirty (the
@@ -30,8 +32,11 @@
  * exact again. (Visiting every timer of a large slot to sharpen its bound
  * would be the same work as its cascade a moment later: twice the stall.)
  *
- * Timers due at or before now wait in `due` for the next advance, sorted by
- * (deadline, start sequence); the advance running now fires from `firing`.
+ * Timers due by now wait in two lists sorted by (deadline, start sequence):
+ * `firing`, the queue tw_advance runs (and what a budget left of it), and
+ * `due`, timers started at or before now since the queue was formed; an
+ * advance merges `due` into `firing` before it runs, so a timer started by a
+ * callback waits for the next advance.
  */
 #ifndef TW_WHEEL_H
 #define TW_WHEEL_H
@@ -56,8 +61,7 @@ enum tw_state {
   TW_IDLE = 0xa1,    /* inactive */
   TW_SLOTTED = 0xa2, /* in the slot its deadline names */
   TW_STALE = 0xa3,   /* in a slot earlier than its deadline */
-  TW_DUE = 0xa4,     /* in w->due, deadline <= now, fires at the next advance */
-  TW_FIRING = 0xa5   /* in w->firing, fires in the advance running now */
+  TW_DUE = 0xa4      /* in w->firing or w->due: deadline <= now */
 };
 
 struct tw_wheel {
@@ -94,7 +98,7 @@ static inline void tw__set_state(tw_timer *t, enum tw_state s) {
 
 static inline int tw__is_valid(const tw_timer *t) {
   unsigned s = tw__state(t);
-  return s >= TW_IDLE && s <= TW_FIRING;
+  return s >= TW_IDLE && s <= TW_DUE;
 }
 
 /* Fires before `b` in one advance: earlier deadline, then earlier start. */
@@ -116,7 +120,7 @@ void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline);
 void tw__disarm(tw_wheel *w, tw_timer *t);
 
 /* Re-files every timer of slot `s` of level `level` against w->pos; timers
- * due by then go to the tail of `collected` (as TW_FIRING). Leaves the slot
+ * due by then go to the tail of `collected` (as TW_DUE). Leaves the slot
  * clean. Returns 0 when what it appended is out of firing order. */
 int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s,
                     tw_link *collected);
@@ -128,11 +132,14 @@ int tw__earliest_slot(const tw_wheel *w, unsigned *level, unsigned *s);
 /* First time inside slot `s` of `level`, given pos's higher digits. */
 uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned s);
 
-/* Inserts an idle-made timer with deadline <= now into w->due, in order. */
-void tw__due_insert(tw_wheel *w, tw_timer *t);
+/* Inserts a detached timer into the sorted list `into`, walking from its
+ * tail: O(1) for a timer due after all of them (a 0 timeout), O(timers due
+ * after it) otherwise. */
+void tw__insert_sorted(tw_link *into, tw_timer *t);
 
-/* Moves every timer of `from` (sorted) into w->due, keeping w->due sorted. */
-void tw__due_merge(tw_wheel *w, tw_link *from);
+/* Moves every timer of the sorted list `from` into the sorted list `into`,
+ * walking back from its tail: O(|from| + timers of `into` due after them). */
+void tw__merge_sorted(tw_link *into, tw_link *from);
 
 /* Sorts a non-empty list by tw__fires_before. */
 void tw__list_sort(tw_link *head);

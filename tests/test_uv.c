@@ -316,6 +316,32 @@ Test(uv, huge_timeouts_saturate_stay_active_and_never_fire) {
   EXPECT_FIRED(0);
 }
 
+/* A saturated timer is an ordinary active timer: alone, it keeps the loop
+ * alive (as a uv_timer_t does), so an unreferenced watchdog gets to run. */
+static tw_uv_timer_t *lone_huge;
+
+static void watchdog_stops_the_huge_one(uv_timer_t *watchdog) {
+  tw_uv_timer_stop(lone_huge);
+  uv_close((uv_handle_t *)watchdog, NULL);
+}
+
+Test(uv, a_saturated_timer_alone_keeps_the_loop_alive) {
+  static uv_timer_t watchdog;
+  probes_init(huge, 1);
+  lone_huge = &huge[0].t;
+  start(&huge[0], UINT64_MAX, 0);
+  uv_update_time(&loop);
+  uint64_t t0 = uv_hrtime();
+  uv_timer_init(&loop, &watchdog);
+  uv_timer_start(&watchdog, watchdog_stops_the_huge_one, 30, 0);
+  uv_unref((uv_handle_t *)&watchdog);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  /* 30 ms less uv_now()'s truncation to the ms; at once would be ~0 */
+  cr_assert_geq(uv_hrtime() - t0, 28 * 1000000ull, "uv_run returned at once");
+  cr_assert_not(tw_uv_timer_is_active(&huge[0].t));
+  cr_assert_eq(log_len, 0);
+}
+
 /* timer_huge_repeat */
 static struct probe hrep[2];
 

@@ -522,6 +522,24 @@ Test(wheel, rule10_an_hour_of_idle_milliseconds_with_timers_far_away,
   cr_assert_eq(tw_next_expiry(wheel_), 24ull * 3600 * 1000);
 }
 
+/* Rule 10 with a budget: draining a backlog 10 callbacks at a time costs
+ * the same per timer as draining it at once (no work per waiting timer). */
+Test(wheel, rule10_draining_a_backlog_with_a_budget_is_linear, .timeout = 5) {
+  enum { N = 200000 };
+  static struct probe p[N];
+  probes_init(p, N);
+  for (int i = 0; i < N; i++)
+    start(&p[i], 1 + (uint64_t)(i % 5000), 0);
+  size_t fired = 0, advances = 0;
+  while (tw_count(wheel_)) {
+    fired += tw_advance(wheel_, 10000, 10);
+    advances++;
+    log_len = 0;
+  }
+  cr_assert_eq(fired, N);
+  cr_assert_eq(advances, N / 10);
+}
+
 /* Lifetime: freeing the wheel releases active timers, never calls them. */
 Test(wheel, free_with_active_timers_makes_them_inactive) {
   static struct probe p[3];

@@ -122,7 +122,9 @@ TW_EXTERN int tw_ev_stats(const tw_ev *d, tw_stats *out);
 /*
  * Prepares `t` like evtimer_assign()/event_assign(ev, base, -1, flags, cb,
  * arg). `flags` is 0 or EV_PERSIST (EV_TIMEOUT is accepted and ignored);
- * any other flag, a NULL t, d or cb, or a freed adapter give -1.
+ * any other flag, a NULL t, d or cb, or an adapter being freed (inside
+ * the callback that called tw_ev_free) give -1. An adapter whose memory
+ * tw_ev_free released is gone: passing it is undefined.
  * As with libevent, do not assign a timer that is pending: delete it first.
  */
 TW_EXTERN int tw_ev_timer_assign(tw_ev_timer *t, tw_ev *d, short flags,
@@ -161,8 +163,11 @@ TW_EXTERN void tw_ev_timer_free(tw_ev_timer *t);
  * Cost: adding with a deadline not earlier than the one the timer event is
  * armed for (the idle-timeout reset) is a clock read plus an O(1) wheel
  * store, and does not touch libevent. -1
- * for NULL t, a timer never assigned or a freed adapter (t unchanged), or if
- * libevent refused to arm its event (t is then not pending).
+ * for NULL t, a timer never assigned, or a timer of an adapter being freed
+ * (inside the callback that called tw_ev_free; t unchanged), or if libevent
+ * refused to arm its event (t is then not pending). Adding a timer of an
+ * adapter whose memory tw_ev_free released is undefined: assign it to a
+ * live adapter first.
  */
 TW_EXTERN int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv);
 

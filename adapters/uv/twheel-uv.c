@@ -44,9 +44,11 @@ static tw_uv *owner_of(const tw_uv_timer_t *h) {
   return h ? h->tw__timer.data : NULL;
 }
 
+/* uv_now() + timeout, saturated where the wheel saturates (TW_NEVER - 1),
+ * so that `armed` compares with the deadline the wheel really keeps. */
 static uint64_t deadline_after(uv_loop_t *loop, uint64_t timeout) {
   uint64_t now = uv_now(loop);
-  return timeout > UINT64_MAX - now ? UINT64_MAX : now + timeout;
+  return timeout >= TW_NEVER - 1 - now ? TW_NEVER - 1 : now + timeout;
 }
 
 /* Liveness: the shared handles are referenced iff refd_active > 0. */

@@ -83,8 +83,10 @@ TW_EXTERN int tw_uv_init(uv_loop_t *loop, tw_uv **out);
  * run for that to happen, as for uv_close(). NULL, or a second call while
  * closing, is a no-op (the first close_cb stays).
  * After close_cb the adapter is gone: its timers may still be stopped,
- * queried and freed, but starting one again requires tw_uv_timer_init() on
- * a live adapter.
+ * queried and freed, but starting one (tw_uv_timer_start, _again) is
+ * undefined until tw_uv_timer_init() gives it a live adapter: the adapter
+ * cannot reach timers that were inactive when it closed to mark them, as
+ * a uv_timer_t of a closed loop cannot be started either.
  */
 TW_EXTERN void tw_uv_close(tw_uv *d, void (*close_cb)(tw_uv *d));
 
