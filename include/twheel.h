@@ -11,9 +11,9 @@
  *    now >= deadline, exact to the tick whatever level it waited in;
  *  - FIFO: one advance runs callbacks in deadline order, equal deadlines in
  *    the order of their latest start (start, start_at, again, repeat re-arm);
- *  - O(1) start, stop and re-arm (but for a start_at in the past: see
- *    there); tw_advance and tw_next_expiry cost O(levels + timers fired +
- *    timers cascaded), never O(ticks elapsed), with or without a budget;
+ *  - O(1) start, stop and re-arm; tw_advance and tw_next_expiry cost
+ *    O(levels + timers fired + timers cascaded), never O(ticks elapsed),
+ *    with or without a budget;
  *  - no allocation after tw_wheel_new, no global state.
  *
  * A wheel is single-threaded, like the loop that drives it. Errors are
@@ -110,10 +110,9 @@ TW_EXTERN int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
 /*
  * Like tw_timer_start() with an absolute deadline (saturated at
  * TW_NEVER - 1). A deadline at or before tw_now(w) is kept as given and
- * fires at the next advance, in deadline order: it is inserted among the
- * timers already waiting for that advance, from the latest, so it costs
- * O(1) when it is not earlier than they are (a 0 timeout), and one step per
- * waiting timer due after it otherwise.
+ * fires at the next advance, in deadline order. Such starts cost O(1) too:
+ * the timers waiting for the next advance are put in order when it (or
+ * tw_next_expiry) reads them, once, O(k log k) for k of them at worst.
  */
 TW_EXTERN int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                 uint64_t deadline, uint64_t repeat);

@@ -7,6 +7,12 @@
 
 #include <stdlib.h>
 
+void tw__sort_due(tw_wheel *w) {
+  if (w->due_unsorted && !tw__list_empty(&w->due))
+    tw__list_sort(&w->due);
+  w->due_unsorted = 0;
+}
+
 void tw__merge_sorted(tw_link *into, tw_link *from) {
   tw_link *after = into->prev; /* the largest first: `after` only goes back */
   while (!tw__list_empty(from)) {
@@ -106,6 +112,7 @@ uint64_t tw_next_expiry(tw_wheel *w) {
 
   if (!w || w->free_pending)
     return TW_NEVER;
+  tw__sort_due(w);
   earliest = first_deadline(&w->due);
   if (first_deadline(&w->firing) < earliest) /* a budget's leftovers */
     earliest = first_deadline(&w->firing);
@@ -178,6 +185,7 @@ size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire) {
   if (now > w->now)
     w->now = now;
   /* Everything in both lists is due by the old now, before any slot. */
+  tw__sort_due(w);
   tw__merge_sorted(&w->firing, &w->due);
 
   w->advancing = 1;

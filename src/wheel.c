@@ -204,7 +204,7 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
   if (deadline > w->now)
     file_in_slot(w, t);
   else
-    tw__insert_sorted(&w->due, t);
+    tw__append_due(w, t);
 }
 
 void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
@@ -221,11 +221,10 @@ void tw__disarm(tw_wheel *w, tw_timer *t) {
   disarm(w, t);
 }
 
-void tw__insert_sorted(tw_link *into, tw_timer *t) {
-  tw_link *after = into->prev;
-  while (after != into && tw__fires_before(t, TW_TIMER_OF(after)))
-    after = after->prev;
-  tw__list_insert_before(after->next, &t->tw__link);
+void tw__append_due(tw_wheel *w, tw_timer *t) {
+  if (!tw__list_empty(&w->due) && tw__fires_before(t, tw__list_last(&w->due)))
+    w->due_unsorted = 1; /* a start_at in the past: sorted when read */
+  tw__list_append(&w->due, &t->tw__link);
   tw__set_state(t, TW_DUE);
 }
 

@@ -32,11 +32,13 @@
  * exact again. (Visiting every timer of a large slot to sharpen its bound
  * would be the same work as its cascade a moment later: twice the stall.)
  *
- * Timers due by now wait in two lists sorted by (deadline, start sequence):
- * `firing`, the queue tw_advance runs (and what a budget left of it), and
- * `due`, timers started at or before now since the queue was formed; an
- * advance merges `due` into `firing` before it runs, so a timer started by a
- * callback waits for the next advance.
+ * Timers due by now wait in two lists: `firing`, the queue tw_advance runs
+ * (and what a budget left of it), sorted by (deadline, start sequence); and
+ * `due`, timers started at or before now since that queue was formed, in
+ * start order, so a start costs O(1) even with a deadline in the past.
+ * `due` is sorted when it is read (due_unsorted says whether it must be):
+ * by tw_next_expiry, and by tw_advance, which merges it into `firing` before
+ * it runs, so a timer started by a callback waits for the next advance.
  */
 #ifndef TW_WHEEL_H
 #define TW_WHEEL_H
@@ -77,6 +79,7 @@ struct tw_wheel {
   uint64_t slot_min[TW_SLOT_COUNT];
   tw_link slots[TW_SLOT_COUNT];
   tw_link due;
+  int due_unsorted; /* a start appended a timer due before the last one */
   tw_link firing;
 };
 
@@ -132,10 +135,11 @@ int tw__earliest_slot(const tw_wheel *w, unsigned *level, unsigned *s);
 /* First time inside slot `s` of `level`, given pos's higher digits. */
 uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned s);
 
-/* Inserts a detached timer into the sorted list `into`, walking from its
- * tail: O(1) for a timer due after all of them (a 0 timeout), O(timers due
- * after it) otherwise. */
-void tw__insert_sorted(tw_link *into, tw_timer *t);
+/* Appends a detached timer with deadline <= now to w->due. O(1). */
+void tw__append_due(tw_wheel *w, tw_timer *t);
+
+/* Sorts w->due if a start left it out of order. */
+void tw__sort_due(tw_wheel *w);
 
 /* Moves every timer of the sorted list `from` into the sorted list `into`,
  * walking back from its tail: O(|from| + timers of `into` due after them). */

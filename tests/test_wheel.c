@@ -540,6 +540,31 @@ Test(wheel, rule10_draining_a_backlog_with_a_budget_is_linear, .timeout = 5) {
   cr_assert_eq(advances, N / 10);
 }
 
+/* Rule 10 for starts in the past: 200,000 start_at calls with decreasing
+ * past deadlines cost O(1) each (the due list is ordered once, when read),
+ * and still fire in deadline order. */
+Test(wheel, rule10_starts_in_the_past_are_o1_and_fire_in_order, .timeout = 5) {
+  enum { N = 200000 };
+  static struct probe p[N];
+  probes_init(p, N);
+  tw_advance(wheel_, 1000000, TW_ALL);
+  for (int i = 0; i < N; i++)
+    start_at(&p[i], 1000000 - 1 - (uint64_t)i); /* each earlier than the last */
+  cr_assert_eq(tw_next_expiry(wheel_), 1000000 - N);
+  uint64_t last = 0;
+  size_t fired = 0;
+  while (tw_count(wheel_)) {
+    fired += tw_advance(wheel_, 1000000, 1000);
+    for (size_t k = 0; k < log_len; k++) {
+      uint64_t d = 1000000 - 1 - (uint64_t)log_[k].id;
+      cr_assert_geq(d, last, "out of deadline order");
+      last = d;
+    }
+    log_len = 0;
+  }
+  cr_assert_eq(fired, N);
+}
+
 /* Lifetime: freeing the wheel releases active timers, never calls them. */
 Test(wheel, free_with_active_timers_makes_them_inactive) {
   static struct probe p[3];
