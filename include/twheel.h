@@ -12,8 +12,10 @@
  *  - FIFO: one advance runs callbacks in deadline order, equal deadlines in
  *    the order of their latest start (start, start_at, again, repeat re-arm);
  *  - O(1) start, stop and re-arm; tw_advance and tw_next_expiry cost
- *    O(levels + timers fired + timers cascaded), never O(ticks elapsed),
- *    with or without a budget;
+ *    O(levels + timers fired + timers moved), never O(ticks elapsed);
+ *  - no stall: timers move down the wheel ahead of time, a paced slice per
+ *    advance, so an advance does little more than fire what is due; and
+ *    tw_advance_slice() bounds all of an advance's work;
  *  - no allocation after tw_wheel_new, no global state.
  *
  * A wheel is single-threaded, like the loop that drives it. Errors are
@@ -62,7 +64,7 @@ struct tw_timer {
   tw_timer_cb tw__cb;       /* NULL until the first start */
   uint64_t tw__deadline; /* absolute; may be later than the slot it sits in */
   uint64_t tw__repeat;
-  uint64_t tw__order; /* start sequence << 8 | state */
+  uint64_t tw__order; /* start sequence << 16 | where it waits */
 };
 
 /* Creates a wheel whose time starts at `now`. NULL when out of memory. */
@@ -178,14 +180,46 @@ TW_EXTERN uint64_t tw_next_expiry(tw_wheel *w);
 TW_EXTERN size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire);
 
 /*
+ * When the caller should call tw_advance() next: tw_next_expiry(), or an
+ * earlier time at which the wheel wants an advance to move timers down
+ * ahead of their deadlines (a "maintenance" wakeup, which fires nothing),
+ * or a time <= tw_now(w) when the last advance stopped at its budget with
+ * work left. Loops that sleep until the next call should sleep until this,
+ * not tw_next_expiry(): a loop that sleeps through the wheel's paced work
+ * owes it all at its next advance. A loop that advances at least once per
+ * millisecond tick (or whatever its unit) never needs a maintenance wakeup.
+ * TW_NEVER when no timer is active (or for NULL).
+ */
+TW_EXTERN uint64_t tw_next_wakeup(tw_wheel *w);
+
+/*
+ * tw_advance() with a work budget: at most `max_work` units, where each
+ * timer moved between slots, each timer collected from a slot and each
+ * callback run is one unit. What is left is done by the next advance, from
+ * where this one stopped, in order and never early: then tw_next_wakeup()
+ * returns a time <= tw_now(w). max_work 0 moves the time and does nothing
+ * else. TW_SLICE is the slice the loop adapters use (about a millisecond of
+ * work with a million timers). Returns the number of callbacks run.
+ */
+#define TW_SLICE 4096
+TW_EXTERN size_t tw_advance_slice(tw_wheel *w, uint64_t now, size_t max_work);
+
+/* Timers moved between slots since tw_wheel_new: the wheel's own work
+ * besides running callbacks (0 for NULL). */
+TW_EXTERN uint64_t tw_moves(const tw_wheel *w);
+
+/*
  * Counters kept by the loop adapters (tw_uv_stats, tw_ev_stats) about their
  * one loop timer. The core itself keeps none.
  */
 typedef struct tw_stats {
   uint64_t wakeups;       /* the loop timer fired */
-  uint64_t empty_wakeups; /* ... and no twheel callback ran */
+  uint64_t empty_wakeups; /* ... and no twheel callback ran, though a timer
+                             was due (its deadline had moved later) */
   uint64_t fired;         /* twheel callbacks run */
   uint64_t rearms;        /* the loop timer was started again or stopped */
+  uint64_t maintenance;   /* wakeups for the wheel's paced work only
+                             (tw_next_wakeup), not counted as empty */
 } tw_stats;
 
 /* A static English message for 0 or -EINVAL, the one error of the core

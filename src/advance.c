@@ -1,203 +1,269 @@
 /*
- * Time moving on: tw_next_expiry, and tw_advance, which moves the wheel from
- * one earliest deadline to the next and runs each deadline's callbacks as
- * soon as it has collected them.
+ * Time moving on: tw_next_expiry, and tw_advance, which moves pos from one
+ * occupied slot to the next up to now: a level-0 slot is collected (its
+ * timers due then join the firing list, in firing order, and run), a higher
+ * one is drained into the levels below before pos reaches it. Every step
+ * counts against the advance's work budget; what is left is taken up by the
+ * next advance, from where this one stopped.
  */
 #include "wheel.h"
 
 #include <stdlib.h>
 
-void tw__sort_due(tw_wheel *w) {
-  if (w->due_unsorted && !tw__list_empty(&w->due))
-    tw__list_sort(&w->due);
-  w->due_unsorted = 0;
+/* ---- Finding the next slot ---- */
+
+/* Start of the block after pos's at `level`; TW_NEVER when none follows. */
+static uint64_t next_block_start(uint64_t pos, unsigned level) {
+  unsigned above;
+  uint64_t next;
+  if (level == TW_TOP)
+    return TW_NEVER;
+  above = tw__shift(level + 1);
+  next = tw__block(pos, level) + 1;
+  return next >> (64 - above) ? TW_NEVER : next << above;
 }
 
-void tw__merge_sorted(tw_link *into, tw_link *from) {
-  tw_link *after = into->prev; /* the largest first: `after` only goes back */
-  while (!tw__list_empty(from)) {
-    tw_timer *t = tw__list_last(from);
-    while (after != into && tw__fires_before(t, TW_TIMER_OF(after)))
-      after = after->prev;
-    tw__list_unlink(&t->tw__link);
-    tw__list_insert_before(after->next, &t->tw__link);
-  }
-}
-
-/* Merges two NULL-terminated sorted chains linked by `next`. */
-static tw_link *merge(tw_link *earlier, tw_link *later) {
-  tw_link result, *tail = &result;
-  while (earlier && later) {
-    if (tw__fires_before(TW_TIMER_OF(later), TW_TIMER_OF(earlier))) {
-      tail->next = later;
-      later = later->next;
-    } else {
-      tail->next = earlier;
-      earlier = earlier->next;
-    }
-    tail = tail->next;
-  }
-  tail->next = earlier ? earlier : later;
-  return result.next;
-}
+struct next_slot {
+  size_t index;
+  unsigned level;
+  uint64_t start;
+};
 
 /*
- * Natural merge sort: cut the list into its sorted runs and merge them like a
- * binary counter (pending[k] holds 2^k runs), so a list that is sorted but for
- * a few timers costs little more than one pass.
+ * The occupied slot with the earliest start; of two with the same start,
+ * the higher level's (it must be drained before the lower one is read).
+ * Each level's first occupied slot after pos is its earliest; a level's
+ * slots all start at or after the end of the lower level's block, so the
+ * search stops at the first level whose winner starts before that.
  */
-void tw__list_sort(tw_link *head) {
-  tw_link *pending[64] = {NULL};
-  tw_link *node, *sorted = NULL;
-  unsigned k;
-
-  head->prev->next = NULL;
-  node = head->next;
-  while (node) {
-    tw_link *run = node;
-    while (node->next &&
-           !tw__fires_before(TW_TIMER_OF(node->next), TW_TIMER_OF(node)))
-      node = node->next;
-    tw_link *rest = node->next;
-    node->next = NULL;
-    node = rest;
-    for (k = 0; pending[k]; k++) {
-      run = merge(pending[k], run);
-      pending[k] = NULL;
+static int earliest_slot(const tw_wheel *w, struct next_slot *out) {
+  int found = 0;
+  out->index = TW_SLOT_COUNT;
+  out->level = 0;
+  out->start = TW_NEVER;
+  for (unsigned level = 0; level < TW_LEVELS; level++) {
+    if (found && out->start < next_block_start(w->pos, level - 1))
+      break;
+    int ring_pos = tw__first_occupied(w, level, tw__ring_pos(w->pos, level));
+    if (ring_pos < 0)
+      continue;
+    uint64_t start = tw__slot_start(w->pos, level, (unsigned)ring_pos);
+    if (!found || start <= out->start) {
+      out->index = tw__slot_index(level, (unsigned)ring_pos);
+      out->level = level;
+      out->start = start;
+      found = 1;
     }
-    pending[k] = run;
   }
-  for (k = 0; k < 64; k++)
-    if (pending[k])
-      sorted = merge(pending[k], sorted);
-
-  tw_link *prev = head;
-  for (node = sorted; node; node = node->next) {
-    node->prev = prev;
-    prev->next = node;
-    prev = node;
-  }
-  prev->next = head;
-  head->prev = prev;
+  return found;
 }
+
+/* ---- tw_next_expiry ---- */
+
+static int collect(tw_wheel *w, size_t *work);
 
 static uint64_t first_deadline(const tw_link *list) {
   return tw__list_empty(list) ? TW_NEVER : tw__list_first(list)->tw__deadline;
 }
 
-static int holds_at_most(const tw_link *head, size_t limit) {
-  for (const tw_link *node = head->next; node != head; node = node->next)
-    if (limit-- == 0)
-      return 0;
-  return 1;
+static uint64_t min_u64(uint64_t a, uint64_t b) {
+  return a < b ? a : b;
 }
 
-/* The earliest slot's minimum, made exact first when that is cheap. */
-static uint64_t earliest_slot_min(tw_wheel *w) {
-  unsigned level, s;
-  while (tw__earliest_slot(w, &level, &s)) {
-    size_t index = tw__slot_index(level, s);
-    if (!(w->dirty[level] & ((uint64_t)1 << s)) ||
-        !holds_at_most(&w->slots[index], TW_RESCAN_LIMIT))
-      return w->slot_min[index];
-    /* Stale timers leave and slot_min becomes exact. Nothing is collected:
-     * every deadline in a slot is after pos. */
-    tw__refile_slot(w, level, s, &w->firing);
+/*
+ * The earliest deadline in the slots: the smallest first-slot minimum of
+ * any level (a level's first slot holds its earliest deadlines, and every
+ * slot of a level starts after the lower levels' blocks). A dirty winner is
+ * made exact by re-filing it when that is cheap (wheel.h).
+ */
+static uint64_t earliest_in_slots(tw_wheel *w) {
+  for (;;) {
+    uint64_t best = TW_NEVER;
+    size_t best_index = TW_SLOT_COUNT;
+    for (unsigned level = 0; level < TW_LEVELS; level++) {
+      if (level > 0 && best <= next_block_start(w->pos, level - 1))
+        break;
+      int ring_pos =
+          tw__first_occupied(w, level, tw__ring_pos(w->pos, level));
+      if (ring_pos < 0)
+        continue;
+      size_t index = tw__slot_index(level, (unsigned)ring_pos);
+      if (w->slots[index].min < best) {
+        best = w->slots[index].min;
+        best_index = index;
+      }
+    }
+    if (best_index == TW_SLOT_COUNT || !tw__is_dirty(w, best_index) ||
+        w->counts[best_index] > TW_RESCAN_LIMIT)
+      return best;
+    tw__rescan(w, best_index);
   }
-  return TW_NEVER;
 }
 
 uint64_t tw_next_expiry(tw_wheel *w) {
-  uint64_t earliest, in_wheel;
+  uint64_t earliest;
 
   if (!w || w->free_pending)
     return TW_NEVER;
-  tw__sort_due(w);
-  earliest = first_deadline(&w->due);
-  if (first_deadline(&w->firing) < earliest) /* a budget's leftovers */
-    earliest = first_deadline(&w->firing);
-  in_wheel = earliest_slot_min(w);
-  return in_wheel < earliest ? in_wheel : earliest;
-}
-
-/*
- * Moves pos to the earliest deadline if it is <= now and puts the timers due
- * then on w->firing, by start order; returns 0 when nothing more is due, with
- * pos at now. Time jumps from one slot's minimum to the next, so empty
- * stretches cost nothing; at each stop only the slot holding that minimum
- * comes due (lower levels are empty, all other slots lie later). A stale
- * minimum (see wheel.h) makes a stop where the slot moves down and nothing
- * is collected.
- */
-static int collect_next(tw_wheel *w) {
-  unsigned level, s;
-  tw_link batch;
-
-  while (tw__earliest_slot(w, &level, &s)) {
-    uint64_t earliest = w->slot_min[tw__slot_index(level, s)];
-    if (earliest > w->now) {
-      uint64_t start = tw__slot_start(w->pos, level, s);
-      w->pos = w->now;
-      if (start <= w->now) /* now lies inside the slot: it comes due */
-        tw__refile_slot(w, level, s, &w->firing); /* collects nothing */
-      return 0;
-    }
-    w->pos = earliest;
-    tw__list_init(&batch);
-    int in_order = tw__refile_slot(w, level, s, &batch);
-    if (tw__list_empty(&batch))
-      continue;
-    if (!in_order)
-      tw__list_sort(&batch); /* a stale timer re-filed behind newer ones */
-    tw__list_splice(&w->firing, &batch);
-    return 1;
+  if (w->collecting != TW_SLOT_COUNT &&
+      (w->counts[w->collecting] == 0 ||
+       (tw__is_dirty(w, w->collecting) &&
+        w->counts[w->collecting] <= TW_RESCAN_LIMIT))) {
+    size_t unlimited = TW_ALL; /* a budget stopped it: finish it, it is small */
+    collect(w, &unlimited);
   }
-  w->pos = w->now;
-  return 0;
+  tw__sort_due(w);
+  earliest = min_u64(first_deadline(&w->due), first_deadline(&w->firing));
+  if (w->collecting != TW_SLOT_COUNT)
+    earliest = min_u64(earliest, w->slots[w->collecting].min);
+  return min_u64(earliest, earliest_in_slots(w));
+}
+
+uint64_t tw_next_wakeup(tw_wheel *w) {
+  uint64_t expiry = tw_next_expiry(w);
+  if (expiry == TW_NEVER && (!w || w->free_pending || w->count == 0))
+    return TW_NEVER;
+  if (w->pos < w->now || w->collecting != TW_SLOT_COUNT)
+    return min_u64(expiry, w->now); /* a budget left work to do */
+  return min_u64(expiry, tw__maintenance_time(w));
+}
+
+/* ---- tw_advance ---- */
+
+/*
+ * Walks the level-0 slot at pos (w->collecting) from its head: timers due
+ * join the firing list, stale ones move on. The list is put in firing order
+ * once the walk is over. Returns 0 when the budget ran out first.
+ */
+static int collect(tw_wheel *w, size_t *work) {
+  tw_link *head = &w->slots[w->collecting].timers;
+  while (!tw__list_empty(head)) {
+    tw_timer *t = tw__list_first(head);
+    if (*work == 0)
+      return 0;
+    (*work)--;
+    tw__detach(w, t);
+    if (t->tw__deadline > w->pos) { /* stale: moved later with a store */
+      tw__file(w, t, TW_APPEND);
+      w->moves++;
+      continue;
+    }
+    if (!tw__list_empty(&w->firing) &&
+        tw__fires_before(t, tw__list_last(&w->firing)))
+      w->collect_in_order = 0;
+    tw__list_append(&w->firing, &t->tw__link);
+    tw__set_tag(t, TW_DUE);
+  }
+  w->collecting = TW_SLOT_COUNT;
+  if (!w->collect_in_order)
+    tw__list_sort(&w->firing);
+  return 1;
 }
 
 /*
- * Each batch fires as soon as it is collected, while its timers are still in
- * the cache. Rule 5 holds because a callback's start files its timer against
- * now: a deadline <= now waits in w->due, a later one is never collected by
+ * One step of pos toward now, with the firing list empty: the earliest
+ * occupied slot starts collecting (level 0) or is drained (above), or, when
+ * it starts after now, pos reaches now. Returns 0 then, or when the budget
+ * ran out; 1 otherwise.
+ */
+static int step(tw_wheel *w, size_t *work) {
+  struct next_slot next;
+
+  if (!earliest_slot(w, &next) || next.start > w->now) {
+    w->pos = w->now;
+    return 0;
+  }
+  if (*work == 0)
+    return 0;
+  if (next.level == 0) {
+    w->pos = next.start;
+    w->collecting = next.index;
+    w->collect_in_order = 1;
+    return collect(w, work);
+  }
+  w->pos = next.start - 1; /* its timers now belong to the levels below */
+  *work -= tw__drain(w, next.index, *work);
+  return 1;
+}
+
+/* The due list of earlier starts joins the firing list: what is due by pos
+ * in firing order, the rest (due by now but after pos, where a budget
+ * stopped the last advance) into the slots, earliest first. */
+static void take_due(tw_wheel *w) {
+  tw_link later;
+  tw__sort_due(w);
+  tw__list_init(&later);
+  while (!tw__list_empty(&w->due) &&
+         tw__list_last(&w->due)->tw__deadline > w->pos) {
+    tw_timer *t = tw__list_last(&w->due);
+    tw__list_unlink(&t->tw__link);
+    tw__list_prepend(&later, &t->tw__link);
+  }
+  while (!tw__list_empty(&later)) {
+    tw_timer *t = tw__list_first(&later);
+    tw__list_unlink(&t->tw__link);
+    tw__file(w, t, TW_APPEND);
+  }
+  tw__merge_sorted(&w->firing, &w->due);
+}
+
+/*
+ * Runs the firing list and steps pos on. Each batch fires as soon as it is
+ * collected, while its timers are still in the cache. Rule 5 holds because
+ * a callback's start files its timer against now: a deadline <= now waits in
+ * w->due (taken only at the next advance), a later one is never collected by
  * this advance, which stops at now.
  */
-static size_t run_callbacks(tw_wheel *w, size_t max_fire) {
+static size_t run_callbacks(tw_wheel *w, size_t max_fire, size_t *work) {
   size_t ran = 0;
-  while (ran < max_fire && !w->free_pending) {
-    if (tw__list_empty(&w->firing) && !collect_next(w))
+  while (!w->free_pending) {
+    if (tw__list_empty(&w->firing)) {
+      if (!step(w, work))
+        break;
+      continue;
+    }
+    if (ran >= max_fire || *work == 0)
       break;
     tw_timer *t = tw__list_first(&w->firing);
     tw__disarm(w, t);
     if (t->tw__repeat)
       tw__arm(w, t, tw__saturating_add(w->now, t->tw__repeat));
     ran++;
+    (*work)--;
     t->tw__cb(t); /* t may be freed from here on unless still active */
   }
   return ran;
 }
 
-size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire) {
-  size_t ran;
+static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire,
+                      size_t work) {
+  size_t ran = 0;
 
   if (!w || w->advancing)
     return 0;
   if (now > w->now)
     w->now = now;
-  /* Everything in both lists is due by the old now, before any slot. */
-  tw__sort_due(w);
-  tw__merge_sorted(&w->firing, &w->due);
-
   w->advancing = 1;
-  ran = run_callbacks(w, max_fire);
+  /* A collection a budget stopped comes first: its timers fire before
+   * anything started since with the same deadline. */
+  if (w->collecting == TW_SLOT_COUNT || collect(w, &work)) {
+    take_due(w);
+    ran = run_callbacks(w, max_fire, &work);
+  }
   w->advancing = 0;
   if (w->free_pending) {
     free(w);
     return ran;
   }
-  /* Out of budget: what is due waits in w->firing, in order, for the next
-   * advance, and pos reaches now (which the slots' invariant needs). */
-  while (collect_next(w))
-    ;
+  if (w->pos == w->now && work > 0)
+    tw__pace(w, work);
   return ran;
+}
+
+size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire) {
+  return advance(w, now, max_fire, TW_ALL);
+}
+
+size_t tw_advance_slice(tw_wheel *w, uint64_t now, size_t max_work) {
+  return advance(w, now, TW_ALL, max_work);
 }

@@ -44,16 +44,15 @@ static inline void tw__list_append(tw_link *head, tw_link *node) {
   tw__list_insert_before(head, node);
 }
 
-/*
- * Unlinks `node`. Returns the sentinel when the list is now empty (the only
- * node left links to itself), NULL otherwise.
- */
-static inline tw_link *tw__list_unlink(tw_link *node) {
+static inline void tw__list_prepend(tw_link *head, tw_link *node) {
+  tw__list_insert_before(head->next, node);
+}
+
+static inline void tw__list_unlink(tw_link *node) {
   tw_link *prev = node->prev;
   tw_link *next = node->next;
   prev->next = next;
   next->prev = prev;
-  return prev == next ? prev : NULL;
 }
 
 /* Moves every node of `from` to the tail of `to`; `from` ends empty. */

@@ -1,8 +1,9 @@
 /*
- * Where timers wait: the wheel's lifetime, filing a timer in its slot, and
- * the per-timer API (start, stop, again...), kept in one file so that the
- * hot paths (the idle reset, start and stop) compile to straight-line code.
- * Read wheel.h first: it states the invariant everything here keeps.
+ * Where timers wait: the wheel's lifetime, the filing rule, moving timers
+ * between slots, and the per-timer API (start, stop, again...), kept in one
+ * file so that the hot paths (the idle reset, start and stop) compile to
+ * straight-line code. Read wheel.h first: it states the invariant everything
+ * here keeps.
  */
 #include "wheel.h"
 
@@ -33,38 +34,90 @@ static unsigned lowest_bit(uint64_t x) { /* x != 0 */
 #endif
 }
 
-static uint64_t slot_bit(unsigned s) {
-  return (uint64_t)1 << s;
+/* ---- The filing rule ---- */
+
+/*
+ * The lowest level L with block_L(d) - block_L(pos) <= 1. A distance below
+ * 2^(8L+9) bounds that difference by 2 at L and by 1 at L + 1, so the answer
+ * is the lowest such L or the one above it.
+ */
+unsigned tw__level_for(uint64_t pos, uint64_t deadline) {
+  unsigned bits = highest_bit(deadline - pos);
+  unsigned level = bits ? (bits - 1) / TW_LEVEL_BITS : 0;
+  if (level < TW_TOP &&
+      tw__block(deadline, level) - tw__block(pos, level) > 1)
+    level++;
+  return level;
 }
 
-static unsigned digit(uint64_t time, unsigned level) {
-  return (unsigned)(time >> (level * TW_LEVEL_BITS)) & (TW_SLOTS - 1);
+uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned ring_pos) {
+  uint64_t block = tw__block(pos, level);
+  unsigned digit = ring_pos % TW_SLOTS;
+  if (ring_pos / TW_SLOTS != (block & 1)) /* the other half: the next block */
+    block++;
+  if (level == TW_TOP)
+    return (uint64_t)digit << tw__shift(level);
+  return block << tw__shift(level + 1) | (uint64_t)digit << tw__shift(level);
 }
 
-/* The level a deadline after pos is filed at: its highest digit that
- * differs from pos's. */
-static unsigned level_of(uint64_t pos, uint64_t deadline) {
-  return highest_bit(pos ^ deadline) / TW_LEVEL_BITS;
+size_t tw__source_of(uint64_t pos, unsigned level) {
+  unsigned above = tw__shift(level + 1); /* level < TW_TOP: above < 64 */
+  uint64_t next = tw__block(pos, level) + 1;
+  if (next >> (64 - above)) /* pos is in the last block: none follows */
+    return TW_SLOT_COUNT;
+  next <<= above;
+  return tw__slot_index(level + 1, tw__ring_pos(next, level + 1));
 }
 
-/* Where a deadline after pos is filed. */
-struct slot_ref {
-  unsigned level, s;
-};
+/* ---- Bitmaps ---- */
 
-static struct slot_ref slot_for(uint64_t pos, uint64_t deadline) {
-  struct slot_ref ref;
-  ref.level = level_of(pos, deadline);
-  ref.s = digit(deadline, ref.level);
-  return ref;
+static void set_occupied(tw_wheel *w, unsigned level, unsigned bit) {
+  struct tw_level *l = &w->levels[level];
+  l->occupied[bit / 64] |= (uint64_t)1 << (bit % 64);
+  l->summary |= 1u << (bit / 64);
 }
 
-uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned s) {
-  unsigned shift = level * TW_LEVEL_BITS;
-  unsigned above = shift + TW_LEVEL_BITS; /* first bit of the next level */
-  uint64_t higher = above >= 64 ? 0 : pos & ~(((uint64_t)1 << above) - 1);
-  return higher | ((uint64_t)s << shift);
+static void clear_occupied(tw_wheel *w, unsigned level, unsigned bit) {
+  struct tw_level *l = &w->levels[level];
+  uint64_t mask = (uint64_t)1 << (bit % 64);
+  l->dirty[bit / 64] &= ~mask;
+  if (!(l->occupied[bit / 64] &= ~mask))
+    l->summary &= ~(1u << (bit / 64));
 }
+
+static void set_dirty(tw_wheel *w, size_t index, int dirty) {
+  unsigned level = tw__level_of_index(index);
+  unsigned bit = (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS);
+  uint64_t mask = (uint64_t)1 << (bit % 64);
+  if (dirty)
+    w->levels[level].dirty[bit / 64] |= mask;
+  else
+    w->levels[level].dirty[bit / 64] &= ~mask;
+}
+
+int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after) {
+  const struct tw_level *l = &w->levels[level];
+  unsigned from = (after + 1) % (level == TW_TOP ? TW_SLOTS : TW_LEVEL_SLOTS);
+  unsigned word = from / 64;
+  uint64_t bits = l->occupied[word] & (~(uint64_t)0 << (from % 64));
+  unsigned later;
+  int found;
+
+  if (bits)
+    return (int)(word * 64 + lowest_bit(bits));
+  /* The next non-empty word after this one, else the first (cyclically:
+   * the bits before `from` in this word are then the only ones left). */
+  later = l->summary & ~((2u << word) - 1);
+  if (!later)
+    later = l->summary;
+  if (!later)
+    return -1;
+  word = lowest_bit(later);
+  found = (int)(word * 64 + lowest_bit(l->occupied[word]));
+  return found == (int)after ? -1 : found;
+}
+
+/* ---- Lifetime ---- */
 
 tw_wheel *tw_wheel_new(uint64_t now) {
   tw_wheel *w = calloc(1, sizeof *w);
@@ -72,9 +125,12 @@ tw_wheel *tw_wheel_new(uint64_t now) {
     return NULL;
   w->now = w->pos = now;
   for (size_t i = 0; i < TW_SLOT_COUNT; i++)
-    tw__list_init(&w->slots[i]);
+    tw__list_init(&w->slots[i].timers);
   tw__list_init(&w->due);
   tw__list_init(&w->firing);
+  w->collecting = TW_SLOT_COUNT;
+  for (unsigned level = 0; level < TW_TOP; level++)
+    w->pace[level].block = TW_NEVER; /* no source paced yet */
   return w;
 }
 
@@ -82,20 +138,27 @@ static void release_all(tw_link *head) {
   while (!tw__list_empty(head)) {
     tw_timer *t = tw__list_first(head);
     tw__list_unlink(&t->tw__link);
-    tw__set_state(t, TW_IDLE);
+    tw__set_tag(t, TW_IDLE);
   }
 }
 
 void tw_wheel_free(tw_wheel *w) {
   if (!w || w->free_pending)
     return;
-  for (size_t i = 0; i < TW_SLOT_COUNT; i++)
-    release_all(&w->slots[i]);
+  for (size_t i = 0; i < TW_SLOT_COUNT; i++) {
+    release_all(&w->slots[i].timers);
+    w->counts[i] = 0;
+  }
   release_all(&w->due);
   release_all(&w->firing);
+  w->collecting = TW_SLOT_COUNT;
   w->count = 0;
-  for (unsigned level = 0; level < TW_LEVELS; level++)
-    w->occupied[level] = w->dirty[level] = 0;
+  for (unsigned level = 0; level < TW_LEVELS; level++) {
+    struct tw_level *l = &w->levels[level];
+    for (unsigned k = 0; k < TW_WORDS; k++)
+      l->occupied[k] = l->dirty[k] = 0;
+    l->summary = 0;
+  }
   if (w->advancing)
     w->free_pending = 1; /* tw_advance frees it when the callback returns */
   else
@@ -114,95 +177,123 @@ size_t tw_count(const tw_wheel *w) {
   return w ? w->count : 0;
 }
 
-/* Files a detached timer with deadline > pos into its slot. */
-static void file_in_slot(tw_wheel *w, tw_timer *t) {
+uint64_t tw_moves(const tw_wheel *w) {
+  return w ? w->moves : 0;
+}
+
+/* ---- Moving timers ---- */
+
+void tw__file(tw_wheel *w, tw_timer *t, enum tw_end end) {
   uint64_t deadline = t->tw__deadline;
-  struct slot_ref ref = slot_for(w->pos, deadline);
-  uint64_t *min = &w->slot_min[tw__slot_index(ref.level, ref.s)];
+  unsigned level = tw__level_for(w->pos, deadline);
+  unsigned bit = tw__ring_pos(deadline, level);
+  size_t index = tw__slot_index(level, bit);
+  struct tw_slot *slot = &w->slots[index];
 
-  tw__list_append(&w->slots[tw__slot_index(ref.level, ref.s)], &t->tw__link);
-  if (!(w->occupied[ref.level] & slot_bit(ref.s))) {
-    w->occupied[ref.level] |= slot_bit(ref.s);
-    *min = deadline;
-  } else if (deadline < *min) {
-    *min = deadline;
+  if (end == TW_APPEND)
+    tw__list_append(&slot->timers, &t->tw__link);
+  else
+    tw__list_prepend(&slot->timers, &t->tw__link);
+  if (w->counts[index]++ == 0) {
+    set_occupied(w, level, bit);
+    slot->min = deadline;
+  } else if (deadline <= slot->min) { /* the bound is now met: exact */
+    slot->min = deadline;
+    set_dirty(w, index, 0);
   }
-  tw__set_state(t, TW_SLOTTED);
+  tw__set_tag(t, TW_SLOT | (unsigned)index);
 }
 
-/* The timer holding a slot's minimum is leaving it (stopped, or moved
- * later): slot_min may now be below every deadline left. */
-static void note_leaving(tw_wheel *w, struct slot_ref ref, uint64_t deadline) {
-  if (w->slot_min[tw__slot_index(ref.level, ref.s)] == deadline)
-    w->dirty[ref.level] |= slot_bit(ref.s);
+/* Unlinks a timer from slot `index`, which it is in. */
+static void leave_slot(tw_wheel *w, tw_timer *t, size_t index) {
+  tw__list_unlink(&t->tw__link);
+  if (--w->counts[index] == 0) {
+    unsigned level = tw__level_of_index(index);
+    clear_occupied(w, level,
+                   (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
+  } else if (t->tw__deadline == w->slots[index].min) {
+    set_dirty(w, index, 1); /* it may have held the minimum */
+  }
 }
 
-/* Unlinks an active timer, keeping the slot bitmaps and bounds true. */
-static void detach(tw_wheel *w, tw_timer *t) {
-  tw_link *emptied = tw__list_unlink(&t->tw__link);
-  unsigned state = tw__state(t);
-  if (state != TW_SLOTTED && state != TW_STALE)
-    return;
-  if (emptied) {
-    size_t index = (size_t)(emptied - w->slots);
-    unsigned level = (unsigned)(index / TW_SLOTS);
-    uint64_t bit = slot_bit((unsigned)(index % TW_SLOTS));
-    w->occupied[level] &= ~bit;
-    w->dirty[level] &= ~bit;
-  } else if (state == TW_SLOTTED) { /* a stale timer never holds slot_min */
-    note_leaving(w, slot_for(w->pos, t->tw__deadline), t->tw__deadline);
-  }
+void tw__detach(tw_wheel *w, tw_timer *t) {
+  if (tw__state(t) == TW_SLOT)
+    leave_slot(w, t, tw__slot_of(t));
+  else
+    tw__list_unlink(&t->tw__link);
 }
 
 /*
- * The idle-timeout reset: a slotted timer re-armed for a deadline that is
- * still in the future, in the same slot or later, is a store (a later slot
- * makes it stale: it moves when its slot comes due). Returns 0 when the
- * timer must move now instead.
+ * Takes timers from both ends of the slot's list in turn: each end is a
+ * chain of dependent cache misses, and walking two at once lets the CPU
+ * wait for both together.
  */
-static inline int rearm_in_place(tw_wheel *w, tw_timer *t, uint64_t deadline,
-                                 uint64_t order) {
-  uint64_t old = t->tw__deadline;
-  unsigned state = tw__state(t);
+size_t tw__drain(tw_wheel *w, size_t index, size_t limit) {
+  tw_link *head = &w->slots[index].timers;
+  size_t moved = 0;
 
-  if (deadline <= w->now) /* due: it waits in w->due for the next advance */
-    return 0;
-  if (state == TW_SLOTTED) {
-    struct slot_ref ref = slot_for(w->pos, old);
-    uint64_t *min = &w->slot_min[tw__slot_index(ref.level, ref.s)];
-    /* The same slot: the digits from ref.level up are old's. */
-    if (((old ^ deadline) >> (ref.level * TW_LEVEL_BITS)) == 0) {
-      if (deadline < *min)
-        *min = deadline;
-      else if (deadline > old)
-        note_leaving(w, ref, old);
-    } else if (deadline > old) {
-      note_leaving(w, ref, old);
-      state = TW_STALE;
-    } else {
-      return 0;
-    }
-  } else if (state != TW_STALE || deadline < old) {
-    return 0;
+  while (moved < limit && !tw__list_empty(head)) {
+    tw_timer *t = moved % 2 ? tw__list_first(head) : tw__list_last(head);
+    leave_slot(w, t, index);
+    tw__file(w, t, TW_APPEND);
+    moved++;
   }
-  t->tw__deadline = deadline;
-  t->tw__order = order | state;
-  return 1;
+  w->moves += moved;
+  return moved;
 }
 
-static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
-  uint64_t order = w->next_seq++ << 8;
+void tw__rescan(tw_wheel *w, size_t index) {
+  tw_link *head = &w->slots[index].timers;
+  tw_link *node = head->next;
+  unsigned level = tw__level_of_index(index);
 
-  if (rearm_in_place(w, t, deadline, order))
+  /* Detach the chain at once; its last node still points at the head. */
+  tw__list_init(head);
+  w->counts[index] = 0;
+  clear_occupied(w, level,
+                 (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
+  while (node != head) {
+    tw_link *next = node->next;
+    tw__file(w, TW_TIMER_OF(node), TW_APPEND);
+    w->moves++;
+    node = next;
+  }
+}
+
+void tw__append_due(tw_wheel *w, tw_timer *t) {
+  if (!tw__list_empty(&w->due) && tw__fires_before(t, tw__list_last(&w->due)))
+    w->due_unsorted = 1; /* a start_at in the past: sorted when read */
+  tw__list_append(&w->due, &t->tw__link);
+  tw__set_tag(t, TW_DUE);
+}
+
+/*
+ * A start. The idle-timeout reset, a timer in a slot re-armed for the same
+ * or a later deadline still in the future, is a store: the timer stays where
+ * it is (stale if its slot is now too early) and moves when its slot is
+ * drained or collected.
+ */
+static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
+  uint64_t order = w->next_seq++ << TW_SEQ_SHIFT;
+  unsigned state = tw__state(t);
+
+  if (state == TW_SLOT && deadline >= t->tw__deadline && deadline > w->now) {
+    size_t index = tw__slot_of(t);
+    if (deadline != t->tw__deadline &&
+        t->tw__deadline == w->slots[index].min)
+      set_dirty(w, index, 1);
+    t->tw__deadline = deadline;
+    t->tw__order = order | TW_SLOT | (unsigned)index;
     return;
-  if (tw__state(t) == TW_IDLE)
+  }
+  if (state == TW_IDLE)
     w->count++;
   else
-    detach(w, t);
+    tw__detach(w, t);
   t->tw__deadline = deadline;
   t->tw__order = order | TW_IDLE;
   if (deadline > w->now)
-    file_in_slot(w, t);
+    tw__file(w, t, TW_APPEND);
   else
     tw__append_due(w, t);
 }
@@ -212,58 +303,13 @@ void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
 }
 
 static inline void disarm(tw_wheel *w, tw_timer *t) {
-  detach(w, t);
-  tw__set_state(t, TW_IDLE);
+  tw__detach(w, t);
+  tw__set_tag(t, TW_IDLE);
   w->count--;
 }
 
 void tw__disarm(tw_wheel *w, tw_timer *t) {
   disarm(w, t);
-}
-
-void tw__append_due(tw_wheel *w, tw_timer *t) {
-  if (!tw__list_empty(&w->due) && tw__fires_before(t, tw__list_last(&w->due)))
-    w->due_unsorted = 1; /* a start_at in the past: sorted when read */
-  tw__list_append(&w->due, &t->tw__link);
-  tw__set_state(t, TW_DUE);
-}
-
-int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s,
-                    tw_link *collected) {
-  tw_link *head = &w->slots[tw__slot_index(level, s)];
-  tw_link *node = head->next;
-  int in_order = 1;
-
-  tw__list_init(head);
-  w->occupied[level] &= ~slot_bit(s);
-  w->dirty[level] &= ~slot_bit(s);
-  /* Walk the detached chain; the last node still points at the head. */
-  while (node != head) {
-    tw_link *next = node->next;
-    tw_timer *t = TW_TIMER_OF(node);
-    if (t->tw__deadline > w->pos) {
-      file_in_slot(w, t);
-    } else {
-      if (!tw__list_empty(collected) &&
-          tw__fires_before(t, tw__list_last(collected)))
-        in_order = 0;
-      tw__list_append(collected, node);
-      tw__set_state(t, TW_DUE);
-    }
-    node = next;
-  }
-  return in_order;
-}
-
-int tw__earliest_slot(const tw_wheel *w, unsigned *level, unsigned *s) {
-  for (unsigned l = 0; l < TW_LEVELS; l++) {
-    if (w->occupied[l]) {
-      *level = l;
-      *s = lowest_bit(w->occupied[l]);
-      return 1;
-    }
-  }
-  return 0;
 }
 
 /* ---- The per-timer API ---- */

@@ -1,44 +1,53 @@
 /*
- * The wheel's data layout, shared by the core's source files.
+ * The wheel's data layout and the invariant every source file keeps.
  *
- * Time is cut into 6-bit digits. Level L holds 64 slots, one per value of
- * digit L. The wheel's position `pos` is the time its slots are relative to
- * (pos == now except while tw_advance is part way to its now). A timer with
- * deadline d > pos is filed at the level of the highest digit where d and pos
- * differ, in the slot named by d's digit there:
+ * Time is cut into 8-bit digits. A level-L slot spans 2^(8L) ticks (one
+ * value of digit L); a level-L *block* spans 2^(8(L+1)) ticks, the width of
+ * one level-(L+1) slot. Each level below the top holds two halves of 256
+ * slots, one per block, chosen by the block number's parity, so that a level
+ * holds two consecutive blocks: the one pos is in and the next. The top level
+ * has one half: its block is the whole 64-bit range.
  *
- *   INVARIANT: every timer in level L shares pos's digits above L and has a
- *   larger digit at L than pos has. A TW_SLOTTED timer's deadline lies in its
- *   slot's range; a TW_STALE timer's deadline lies later (it was moved later
- *   with a store and is re-filed when its slot comes due).
+ * Filing rule: a deadline d > pos goes to the lowest level whose two blocks
+ * hold it, i.e. with block_L(d) - block_L(pos) <= 1, in the slot of d's
+ * digit there, in the half of d's block parity.
  *
- * So the slots of a level hold disjoint, increasing ranges of time, all of
- * them after pos; every timer of level L is due before every timer of level
- * L + 1; and the earliest timers are in the lowest occupied slot of the
- * lowest occupied level. When pos reaches a slot's range the slot "comes
- * due": its timers are re-filed against the new pos, into lower levels, or
- * collected to fire when their deadline is reached. Per arming, a timer
- * moves down at most once per level (a stale one first moves to where its
- * new deadline belongs, paid for by the reset that made it stale), and 11
- * levels cover the whole 64-bit range.
+ * Sources. The level-(L+1) slot that spans level L's next block is level L's
+ * *source*: it holds the timers filed there before that block became level
+ * L's next one. The filing rule never adds to it (such a deadline now goes
+ * to level L), and it is drained into level L, a paced slice per advance, so
+ * that it is empty one level-L slot before the block begins (pace.c). That
+ * bounded slice is the only way timers move down: no slot ever comes due
+ * holding more than its unpaid remainder.
  *
- * Each slot keeps `slot_min`: no later than any deadline in it and no
- * earlier than the slot's start; exact unless the slot is marked dirty (the
- * timer that held it was stopped or moved later). The earliest deadline of
- * the wheel is the slot_min of its earliest slot. tw_next_expiry makes a
- * dirty slot exact by re-filing it when it holds at most TW_RESCAN_LIMIT
- * timers; a larger one keeps its bound, a time at which the slot merely
- * comes due: nothing fires, its timers move down, and the next answer is
- * exact again. (Visiting every timer of a large slot to sharpen its bound
- * would be the same work as its cascade a moment later: twice the stall.)
+ *   INVARIANT: every slot holding timers starts after pos, and every timer
+ *   in a slot has a deadline no earlier than the slot's start. A timer whose
+ *   deadline still lies inside its slot is in the slot the filing rule names
+ *   for it, or in a source. A timer moved later with a store (stale) lies
+ *   after its slot, and is re-filed when that slot is drained or collected.
  *
- * Timers due by now wait in two lists: `firing`, the queue tw_advance runs
- * (and what a budget left of it), sorted by (deadline, start sequence); and
- * `due`, timers started at or before now since that queue was formed, in
- * start order, so a start costs O(1) even with a deadline in the past.
- * `due` is sorted when it is read (due_unsorted says whether it must be):
- * by tw_next_expiry, and by tw_advance, which merges it into `firing` before
- * it runs, so a timer started by a callback waits for the next advance.
+ * So the earliest deadline is the smallest first-slot minimum over the
+ * levels (each level's slots hold disjoint, increasing ranges), and a level-0
+ * slot is collected when pos reaches its tick: its timers are due then,
+ * stale ones move on.
+ *
+ * Each slot keeps its count (for the pace), and `min`: no later than any
+ * deadline in it and no earlier than its start; exact unless the slot's
+ * dirty bit is set (the timer holding the minimum left or moved later).
+ * tw_next_expiry re-files a dirty slot to make it exact when it holds at
+ * most TW_RESCAN_LIMIT timers, and otherwise answers its bound: a time at
+ * which nothing fires, the slot is drained, and the next answer is exact.
+ *
+ * Timers due by pos wait in `firing`, sorted by (deadline, start sequence),
+ * for tw_advance to run; what a budget leaves of it stays there. A budget
+ * may also stop the walk of the level-0 slot at pos (`collecting`: the one
+ * occupied slot that does not start after pos); the next advance finishes
+ * it before anything else. Timers
+ * started with a deadline <= now wait in `due`, in start order, so such a
+ * start is O(1) and a timer started by a callback never runs in that same
+ * advance; `due` is sorted when read (due_unsorted says whether it must be).
+ * pos < now only after an advance stopped at its budget: the next advance
+ * goes on from pos.
  */
 #ifndef TW_WHEEL_H
 #define TW_WHEEL_H
@@ -48,66 +57,103 @@
 #include "list.h"
 #include "twheel.h"
 
-#define TW_LEVEL_BITS 6
-#define TW_SLOTS (1u << TW_LEVEL_BITS)
-#define TW_LEVELS ((64 + TW_LEVEL_BITS - 1) / TW_LEVEL_BITS)
-/* The top level holds only the 4 bits left of 64: 16 slots. */
-#define TW_TOP_SLOTS (1u << (64 - (TW_LEVELS - 1) * TW_LEVEL_BITS))
-#define TW_SLOT_COUNT ((TW_LEVELS - 1) * TW_SLOTS + TW_TOP_SLOTS)
+#define TW_LEVEL_BITS 8
+#define TW_SLOTS (1u << TW_LEVEL_BITS) /* slots per half */
+#define TW_LEVELS (64 / TW_LEVEL_BITS)
+#define TW_TOP (TW_LEVELS - 1)
+#define TW_LEVEL_SLOTS (2 * TW_SLOTS) /* two halves; the top uses one */
+#define TW_SLOT_COUNT (TW_TOP * TW_LEVEL_SLOTS + TW_SLOTS)
+#define TW_WORDS (TW_LEVEL_SLOTS / 64) /* bitmap words per level */
 #define TW_MAX_DEADLINE (TW_NEVER - 1)
-#define TW_RESCAN_LIMIT 64 /* see slot_min above */
+#define TW_RESCAN_LIMIT 64 /* see `min` above */
+/* The paced drains want an advance once this many moves are owed (pace.c). */
+#define TW_MAINTENANCE_MOVES 2048
 
-/* A timer's state, in the low byte of tw__order; any other value there
- * means tw_timer_init() was never called. */
+/*
+ * Where a timer waits, in the low 16 bits of tw__order (the start sequence
+ * is above them). The high nibble is the state; any other value there means
+ * tw_timer_init() was never called. A timer in a slot keeps the slot's index.
+ */
+#define TW_SEQ_SHIFT 16
+#define TW_TAG_MASK 0xffffu
+#define TW_STATE_MASK 0xf000u
+#define TW_INDEX_MASK 0x0fffu
 enum tw_state {
-  TW_IDLE = 0xa1,    /* inactive */
-  TW_SLOTTED = 0xa2, /* in the slot its deadline names */
-  TW_STALE = 0xa3,   /* in a slot earlier than its deadline */
-  TW_DUE = 0xa4      /* in w->firing or w->due: deadline <= now */
+  TW_IDLE = 0xa000, /* inactive */
+  TW_DUE = 0xb000,  /* in w->firing or w->due: deadline <= now */
+  TW_SLOT = 0xc000  /* in slot (tag & TW_INDEX_MASK) */
+};
+
+struct tw_slot {
+  tw_link timers;
+  uint64_t min; /* see above */
+};
+
+/* One level's bitmaps over its slots; bit h*256+s is half h, slot s. */
+struct tw_level {
+  uint64_t occupied[TW_WORDS];
+  uint64_t dirty[TW_WORDS];
+  unsigned summary; /* bit k: occupied[k] != 0 */
+};
+
+/* The pace of one level's source (pace.c). */
+struct tw_pace {
+  uint64_t block; /* the level block pos was in when last paced */
+  uint64_t since; /* paced up to this time */
 };
 
 struct tw_wheel {
   uint64_t now;      /* what tw_now() says: the latest advance's time */
-  uint64_t pos;      /* the slots' reference time, <= now */
   uint64_t next_seq; /* start sequence: orders equal deadlines */
+  uint64_t pos;      /* the slots' reference time, <= now */
   size_t count;      /* active timers */
+  uint64_t moves;    /* timers moved between slots (tw_moves) */
   int advancing;     /* inside tw_advance: callbacks may be running */
   int free_pending;  /* tw_wheel_free was called from a callback */
-  uint64_t occupied[TW_LEVELS]; /* bit s: slot s is not empty */
-  uint64_t dirty[TW_LEVELS];    /* bit s: slot_min may be below the minimum */
-  /* Slot s of level L is at index L * TW_SLOTS + s of both arrays. */
-  uint64_t slot_min[TW_SLOT_COUNT];
-  tw_link slots[TW_SLOT_COUNT];
+  int due_unsorted;  /* a start appended a timer due before the last one */
+  size_t collecting; /* the level-0 slot at pos a budget stopped walking */
+  int collect_in_order; /* ... and the firing list it fills is sorted */
+  struct tw_level levels[TW_LEVELS];
+  struct tw_pace pace[TW_TOP];
   tw_link due;
-  int due_unsorted; /* a start appended a timer due before the last one */
   tw_link firing;
+  uint32_t counts[TW_SLOT_COUNT];
+  struct tw_slot slots[TW_SLOT_COUNT];
 };
 
-static inline size_t tw__slot_index(unsigned level, unsigned s) {
-  return (size_t)level * TW_SLOTS + s;
+/* ---- Timers' tags ---- */
+
+static inline unsigned tw__tag(const tw_timer *t) {
+  return (unsigned)(t->tw__order & TW_TAG_MASK);
 }
 
 static inline unsigned tw__state(const tw_timer *t) {
-  return (unsigned)(t->tw__order & 0xff);
+  return tw__tag(t) & TW_STATE_MASK;
 }
 
-static inline uint64_t tw__seq(const tw_timer *t) {
-  return t->tw__order >> 8;
+static inline size_t tw__slot_of(const tw_timer *t) {
+  return tw__tag(t) & TW_INDEX_MASK;
 }
 
-static inline void tw__set_state(tw_timer *t, enum tw_state s) {
-  t->tw__order = (t->tw__order & ~(uint64_t)0xff) | (uint64_t)s;
+static inline void tw__set_tag(tw_timer *t, unsigned tag) {
+  t->tw__order = (t->tw__order & ~(uint64_t)TW_TAG_MASK) | tag;
 }
 
 static inline int tw__is_valid(const tw_timer *t) {
-  unsigned s = tw__state(t);
-  return s >= TW_IDLE && s <= TW_DUE;
+  unsigned state = tw__state(t);
+  return state == TW_IDLE || state == TW_DUE ||
+         (state == TW_SLOT && tw__slot_of(t) < TW_SLOT_COUNT);
 }
 
-/* Fires before `b` in one advance: earlier deadline, then earlier start. */
+/*
+ * Fires before `b` in one advance: earlier deadline, then earlier start.
+ * Sequences are compared modulo 2^48, so equal deadlines keep their start
+ * order as long as their starts are fewer than 2^47 starts apart.
+ */
 static inline int tw__fires_before(const tw_timer *a, const tw_timer *b) {
   return a->tw__deadline < b->tw__deadline ||
-         (a->tw__deadline == b->tw__deadline && tw__seq(a) < tw__seq(b));
+         (a->tw__deadline == b->tw__deadline &&
+          (int64_t)(a->tw__order - b->tw__order) < 0);
 }
 
 static inline uint64_t tw__saturating_add(uint64_t base, uint64_t delta) {
@@ -116,27 +162,93 @@ static inline uint64_t tw__saturating_add(uint64_t base, uint64_t delta) {
   return base + delta;
 }
 
+/* ---- Time and slots ---- */
+
+static inline unsigned tw__shift(unsigned level) {
+  return level * TW_LEVEL_BITS;
+}
+
+/* The level-`level` block of time t; the top level has one block, 0. */
+static inline uint64_t tw__block(uint64_t t, unsigned level) {
+  return level == TW_TOP ? 0 : t >> tw__shift(level + 1);
+}
+
+static inline unsigned tw__digit(uint64_t t, unsigned level) {
+  return (unsigned)(t >> tw__shift(level)) & (TW_SLOTS - 1);
+}
+
+/* Position of time t within a level's two halves: half * 256 + digit. */
+static inline unsigned tw__ring_pos(uint64_t t, unsigned level) {
+  return (unsigned)(tw__block(t, level) & 1) * TW_SLOTS + tw__digit(t, level);
+}
+
+static inline size_t tw__slot_index(unsigned level, unsigned ring_pos) {
+  return (size_t)level * TW_LEVEL_SLOTS + ring_pos;
+}
+
+static inline unsigned tw__level_of_index(size_t index) {
+  return (unsigned)(index / TW_LEVEL_SLOTS);
+}
+
+/* Start of the slot at `ring_pos` of `level`: in pos's block if the
+ * position is in that block's half, else in the next block. */
+uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned ring_pos);
+
+/* The level the filing rule names for a deadline after pos. */
+unsigned tw__level_for(uint64_t pos, uint64_t deadline);
+
+/* Level `level`'s source: the index of the level-(level+1) slot spanning
+ * level's next block, or TW_SLOT_COUNT when there is no next block. */
+size_t tw__source_of(uint64_t pos, unsigned level);
+
+/* ---- Moving timers (wheel.c) ---- */
+
+enum tw_end { TW_APPEND, TW_PREPEND };
+
+/* Files a detached timer with deadline > pos in the slot the rule names,
+ * at its tail or head. */
+void tw__file(tw_wheel *w, tw_timer *t, enum tw_end end);
+
+/* Unlinks an active timer from wherever it waits, keeping counts, bitmaps
+ * and bounds true. The timer's tag is left as it was. */
+void tw__detach(tw_wheel *w, tw_timer *t);
+
 /* Arms `t` (idle or not) for `deadline` as a new start. */
 void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline);
 
-/* Unlinks an active timer from wherever it waits and makes it idle. */
+/* Unlinks an active timer and makes it idle. */
 void tw__disarm(tw_wheel *w, tw_timer *t);
 
-/* Re-files every timer of slot `s` of level `level` against w->pos; timers
- * due by then go to the tail of `collected` (as TW_DUE). Leaves the slot
- * clean. Returns 0 when what it appended is out of firing order. */
-int tw__refile_slot(tw_wheel *w, unsigned level, unsigned s,
-                    tw_link *collected);
+/*
+ * Moves up to `limit` timers out of slot `index` (not a level-0 slot),
+ * re-filing each by the rule against pos, from the slot's tail: a timer
+ * whose deadline lies inside the slot goes to the head of its new slot, so
+ * that slots read older-drained then newer-started (the order the firing
+ * list wants); a stale one goes to the tail. Returns how many moved.
+ */
+size_t tw__drain(tw_wheel *w, size_t index, size_t limit);
 
-/* Finds the slot holding the earliest deadline: the lowest occupied slot of
- * the lowest occupied level. Returns 0 when no slot is occupied. */
-int tw__earliest_slot(const tw_wheel *w, unsigned *level, unsigned *s);
-
-/* First time inside slot `s` of `level`, given pos's higher digits. */
-uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned s);
+/* Re-files every timer of slot `index` against pos (none is due by pos):
+ * stale ones leave, and the slot's minimum is exact again. */
+void tw__rescan(tw_wheel *w, size_t index);
 
 /* Appends a detached timer with deadline <= now to w->due. O(1). */
 void tw__append_due(tw_wheel *w, tw_timer *t);
+
+/* ---- Bitmaps (wheel.c) ---- */
+
+/* First occupied ring position of `level` after `after`, cyclically, not
+ * `after` itself (pass pos's own position: the ones after it are in time
+ * order); -1 when there is none. */
+int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after);
+
+static inline int tw__is_dirty(const tw_wheel *w, size_t index) {
+  unsigned level = tw__level_of_index(index);
+  unsigned bit = (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS);
+  return (int)((w->levels[level].dirty[bit / 64] >> (bit % 64)) & 1);
+}
+
+/* ---- Firing order (order.c) ---- */
 
 /* Sorts w->due if a start left it out of order. */
 void tw__sort_due(tw_wheel *w);
@@ -147,5 +259,14 @@ void tw__merge_sorted(tw_link *into, tw_link *from);
 
 /* Sorts a non-empty list by tw__fires_before. */
 void tw__list_sort(tw_link *head);
+
+/* ---- Pace (pace.c) ---- */
+
+/* Drains each level's source as far as the pace asks at pos, within
+ * `budget` moves; returns the moves made. */
+size_t tw__pace(tw_wheel *w, size_t budget);
+
+/* The earliest time the paced drains want an advance at, TW_NEVER if none. */
+uint64_t tw__maintenance_time(const tw_wheel *w);
 
 #endif /* TW_WHEEL_H */

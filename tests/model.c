@@ -214,6 +214,13 @@ int model_advance_next(model *m, size_t *id) {
   return 0;
 }
 
+int model_advance_pending(const model *m) {
+  for (size_t i = m->firing_pos; i < m->firing_len; i++)
+    if (m->timers[m->firing[i]].collected)
+      return 1;
+  return 0;
+}
+
 size_t model_advance_end(model *m) {
   for (size_t i = 0; i < m->firing_len; i++)
     m->timers[m->firing[i]].collected = 0;

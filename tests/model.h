@@ -81,6 +81,9 @@ void model_advance_begin(model *m, uint64_t now, size_t max_fire);
  * (nothing left, or the budget is spent). */
 int model_advance_next(model *m, size_t *id);
 
+/* 1 if model_advance_next would name another timer (budget aside). */
+int model_advance_pending(const model *m);
+
 /* Ends the advance and returns how many callbacks ran; what was collected
  * and not fired stays active and due. */
 size_t model_advance_end(model *m);

@@ -34,6 +34,7 @@ static struct conn *conn_new(pair *p, size_t id) {
 
 void pair_init(pair *p, size_t n, uint64_t start) {
   p->op = 0;
+  p->checks = 0;
   p->n = n;
   p->in_advance = 0;
   p->advance_now = 0;
@@ -219,6 +220,30 @@ size_t pair_advance(pair *p, uint64_t to, size_t budget) {
   return ran;
 }
 
+size_t pair_advance_slice(pair *p, uint64_t to, size_t work) {
+  size_t ran, want;
+  int left;
+  pair_trace(p, "tw_advance_slice(w, %" PRIu64 "u, %zu);", to, work);
+  model_advance_begin(&p->m, to, TW_ALL);
+  p->advance_now = model_now(&p->m);
+  p->in_advance = 1;
+  p->fired_len = 0;
+  ran = tw_advance_slice(p->w, to, work);
+  p->in_advance = 0;
+  left = model_advance_pending(&p->m);
+  want = model_advance_end(&p->m);
+  if (ran != want)
+    p->fail("tw_advance_slice returned %zu, %zu callbacks ran", ran, want);
+  if (ran > work)
+    p->fail("tw_advance_slice ran %zu callbacks on a budget of %zu", ran,
+            work);
+  if (left && !p->wheel_freed && tw_next_wakeup(p->w) > model_now(&p->m))
+    p->fail("tw_advance_slice(%" PRIu64 ", %zu) left due timers, but "
+            "tw_next_wakeup says %" PRIu64,
+            to, work, tw_next_wakeup(p->w));
+  return ran;
+}
+
 void pair_replace_freed_wheel(pair *p, uint64_t start) {
   pair_trace(p, "w = tw_wheel_new(%" PRIu64 "u);", start);
   p->wheel_freed = 0;
@@ -295,8 +320,20 @@ void pair_check_timer(pair *p, size_t id) {
             repeat, model_repeat(&p->m, id));
 }
 
+/* src/check.c: the wheel's own invariant (not in the public header). */
+const char *tw__check(const tw_wheel *w, int full);
+
 void pair_check_wheel(pair *p) {
   uint64_t now = p->in_advance ? p->advance_now : model_now(&p->m);
+  /* The whole invariant after every operation while the wheel holds fewer
+   * than 64 timers; above, every 1 + count/64 calls, so that the checks
+   * cost about as much as the operations between them. */
+  size_t every = 1 + tw_count(p->w) / 64;
+  if (p->checks++ % every == 0) {
+    const char *broken = tw__check(p->w, p->checks % 256 == 1);
+    if (broken)
+      p->fail("wheel invariant: %s", broken);
+  }
   if (tw_now(p->w) != now)
     p->fail("tw_now %" PRIu64 ", model %" PRIu64, tw_now(p->w), now);
   if (tw_count(p->w) != model_count(&p->m))
@@ -334,6 +371,22 @@ uint64_t pair_check_next_expiry(pair *p, int allow_early, uint64_t *earliest) {
   return got;
 }
 
+uint64_t pair_check_next_wakeup(pair *p) {
+  uint64_t want = model_earliest(&p->m);
+  uint64_t got = tw_next_wakeup(p->w);
+
+  pair_trace(p, "tw_next_wakeup(w); /* %" PRIu64 "u, earliest %" PRIu64 "u */",
+             got, want);
+  if ((want == TW_NEVER) != (got == TW_NEVER))
+    p->fail("tw_next_wakeup %" PRIu64 ", earliest deadline %" PRIu64, got,
+            want);
+  if (got > want)
+    p->fail("tw_next_wakeup %" PRIu64
+            " is later than the earliest deadline %" PRIu64,
+            got, want);
+  return got;
+}
+
 /* ---- Values the drivers aim at ----------------------------------------- */
 
 uint64_t sat_add(uint64_t a, uint64_t b) {
@@ -345,7 +398,7 @@ uint64_t sat_sub(uint64_t a, uint64_t b) {
 }
 
 uint64_t rollover_distance(uint64_t now, unsigned digit, unsigned nudge) {
-  uint64_t mask = (UINT64_C(1) << (6 * digit)) - 1;
+  uint64_t mask = (UINT64_C(1) << (8 * digit)) - 1;
   uint64_t next = (now | mask) == UINT64_MAX ? UINT64_MAX : (now | mask) + 1;
   uint64_t distance = next - now;
   switch (nudge % 3) {

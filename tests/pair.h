@@ -40,6 +40,7 @@ typedef struct pair {
   void (*touched)(size_t id); /* told of each timer an operation changed;
                                  may be NULL */
   int trace;                  /* print every operation to stderr, as C */
+  uint64_t checks;            /* pair_check_wheel calls, to pace tw__check */
   uint64_t op;                /* the driver's operation index, for traces */
 
   tw_wheel *w;
@@ -99,6 +100,12 @@ void pair_check_null_arguments(pair *p);
  * caller makes a new one with pair_replace_freed_wheel. */
 size_t pair_advance(pair *p, uint64_t to, size_t budget);
 
+/* tw_advance_slice(to, work) against the model: the callbacks that run are
+ * the model's, in its order, at most `work` of them; it may stop before all
+ * that is due has run, and then tw_next_wakeup must be <= now (come back).
+ * Returns the count of callbacks. */
+size_t pair_advance_slice(pair *p, uint64_t to, size_t work);
+
 void pair_replace_freed_wheel(pair *p, uint64_t start);
 
 /* The start of every callback: it must run inside pair_advance, on one of
@@ -130,13 +137,18 @@ void pair_check_all_timers(pair *p);
  * NULL. */
 uint64_t pair_check_next_expiry(pair *p, int allow_early, uint64_t *earliest);
 
+/* tw_next_wakeup: TW_NEVER iff nothing is active, else never later than the
+ * earliest deadline. Returns what it said. */
+uint64_t pair_check_next_wakeup(pair *p);
+
 /* ---- Values the drivers aim at ----------------------------------------- */
 
 uint64_t sat_add(uint64_t a, uint64_t b); /* saturates at UINT64_MAX */
 uint64_t sat_sub(uint64_t a, uint64_t b); /* saturates at 0 */
 
-/* The distance from now to the next rollover of digit 1..10 (each digit is
- * 6 bits), nudged by nudge % 3 - 1: one short of it, at it, or one past. */
+/* The distance from now to the next rollover of digit 1..7 (each digit is
+ * 8 bits, as the wheel's), nudged by nudge % 3 - 1: one short of it, at it,
+ * or one past. */
 uint64_t rollover_distance(uint64_t now, unsigned digit, unsigned nudge);
 
 #endif /* TW_TEST_PAIR_H */

@@ -108,6 +108,7 @@ typedef struct profile {
   unsigned medium;      /* percent of the others that jump up to 1e6 */
   unsigned end_of_time; /* per mille of advances that jump near UINT64_MAX */
   unsigned budget;      /* percent of advances with a budget of 1..3 */
+  unsigned slices; /* percent chance that an advance has a work budget */
   unsigned actions;     /* percent chance of each of 3 callback action slots */
   unsigned new_wheel; /* per 100,000 operations: free and recreate the wheel */
   unsigned fill;      /* percent of the timers kept active by start bursts */
@@ -142,6 +143,7 @@ static struct stats {
   uint64_t ops, advances, callbacks, actions, expiry_checks, expiry_active;
   uint64_t expiry_early, empty_wakeups, wakeups, seeds, sweeps;
   uint64_t later_resets, stopped_before_turn, wheel_frees_in_callback;
+  uint64_t slices, sliced_wakeups;
   uint64_t active_sum; /* of tw_count after each operation */
 } S;
 
@@ -267,35 +269,35 @@ static void check_touched(void) {
  * are part of every seed's operations: test_wheel.c keeps its own list. */
 static const uint64_t level_edges[] = {
     1,
-    62,
-    63,
-    64,
-    65,
-    127,
-    128,
-    4095,
-    4096,
-    4097,
-    262143,
-    262144,
-    262145,
+    254,
+    255,
+    256,
+    257,
+    511,
+    512,
+    513,
+    65535,
+    65536,
+    65537,
+    (UINT64_C(1) << 17) - 1,
+    UINT64_C(1) << 17,
     (UINT64_C(1) << 24) - 1,
     UINT64_C(1) << 24,
+    (UINT64_C(1) << 25) + 1,
     UINT64_C(1) << 30,
-    (UINT64_C(1) << 36) - 1,
-    UINT64_C(1) << 36,
-    (UINT64_C(1) << 42) + 1,
+    (UINT64_C(1) << 32) - 1,
+    UINT64_C(1) << 40,
+    (UINT64_C(1) << 41) + 1,
     (UINT64_C(1) << 48) - 1,
-    UINT64_C(1) << 48,
-    UINT64_C(1) << 54,
+    UINT64_C(1) << 56,
     UINT64_C(1) << 60,
     (UINT64_C(1) << 63) + 1,
 };
 #define N_EDGES (sizeof level_edges / sizeof level_edges[0])
 
-/* The distance from now to a digit rollover of level 1..10, +-1. */
+/* The distance from now to a digit rollover of level 1..7, +-1. */
 static uint64_t to_rollover(uint64_t now) {
-  unsigned levels = chance(10) ? 10 : R.profile->rollover_levels;
+  unsigned levels = chance(10) ? 7 : R.profile->rollover_levels;
   unsigned digit = 1 + (unsigned)below(levels);
   unsigned nudge = (unsigned)below(3);
   return rollover_distance(now, digit, nudge);
@@ -654,6 +656,39 @@ static size_t do_advance(uint64_t to, size_t budget) {
   return ran;
 }
 
+/* A work budget: none, a few units (which stop in the middle of moving
+ * and collecting timers), or a slice. */
+static size_t gen_work(void) {
+  uint64_t r = below(100);
+  if (r < 5)
+    return 0;
+  if (r < 40)
+    return (size_t)(1 + below(4));
+  if (r < 80)
+    return (size_t)(5 + below(60));
+  return (size_t)(65 + below(5000));
+}
+
+static size_t do_advance_slice(uint64_t to, size_t work) {
+  size_t ran;
+  S.advances++;
+  S.slices++;
+  ran = pair_advance_slice(&P, to, work);
+  if (P.wheel_freed)
+    pair_replace_freed_wheel(&P, rnd_scaled());
+  return ran;
+}
+
+/* A loop that sleeps until tw_next_wakeup and advances a slice at a time,
+ * as the adapters do: every wakeup is before or at the earliest deadline. */
+static void do_sliced_wakeup(void) {
+  uint64_t at = pair_check_next_wakeup(&P);
+  if (at == TW_NEVER)
+    return;
+  S.sliced_wakeups++;
+  do_advance_slice(at < model_now(&P.m) ? model_now(&P.m) : at, gen_work());
+}
+
 /* An advance to what tw_next_expiry says, as a loop would: counts wakeups
  * that fire nothing (rule 8's "every wakeup should fire something"). */
 static void do_wakeup(void) {
@@ -720,8 +755,12 @@ static void one_op(void) {
     do_free(chance(50) ? pick_inactive() : (size_t)below(P.n));
   } else if (r < 62) {
     do_bad_input((size_t)below(P.n));
-  } else if (r < 67) {
+  } else if (r < 65) {
     do_wakeup();
+  } else if (r < 70) {
+    do_sliced_wakeup();
+  } else if (r < 78 && chance(R.profile->slices)) {
+    do_advance_slice(gen_advance_to(), gen_work());
   } else {
     uint64_t to = gen_advance_to();
     do_advance(to, gen_budget());
@@ -736,7 +775,7 @@ static void one_op(void) {
 static void run_seed(const profile *p, uint64_t seed, uint64_t ops) {
   static const uint64_t grains[] = {1, 1, 2, 8, 10, 64, 100, 1000, 4096};
   static const uint64_t starts[] = {
-      0, 0, 1, 1000, 4094, 262140, (UINT64_C(1) << 48) - 7};
+      0, 0, 1, 1000, 65530, 262140, (UINT64_C(1) << 48) - 7};
 
   R.profile = p;
   R.seed = seed;
@@ -803,14 +842,16 @@ static void report_profile(const profile *p, double secs) {
       "%" PRIu64 " advances, %" PRIu64 " callbacks (%" PRIu64
       " actions in them); %.0f timers active on average; %" PRIu64
       " later resets, %" PRIu64 " due timers stopped or restarted before "
-      "their turn, %" PRIu64 " wheels freed in a callback\n"
+      "their turn, %" PRIu64 " wheels freed in a callback; %" PRIu64
+      " advances with a work budget (%" PRIu64 " at tw_next_wakeup)\n"
       "model/%s: tw_next_expiry earlier than the earliest deadline in %" PRIu64
       " of %" PRIu64 " calls with timers active (wasted wakeups "
       "%.4f%%); %" PRIu64 " of %" PRIu64
       " advances to tw_next_expiry fired nothing\n",
       p->name, S.ops, S.seeds, secs, S.advances, S.callbacks, S.actions,
       S.ops ? (double)S.active_sum / (double)S.ops : 0.0, S.later_resets,
-      S.stopped_before_turn, S.wheel_frees_in_callback, p->name, S.expiry_early,
+      S.stopped_before_turn, S.wheel_frees_in_callback, S.slices,
+      S.sliced_wakeups, p->name, S.expiry_early,
       S.expiry_active, percent(S.expiry_early, S.expiry_active),
       S.empty_wakeups, S.wakeups);
   if (path && *path) {
@@ -933,9 +974,10 @@ Test(model, matches_model_small_wheels) {
                             .medium = 10,
                             .end_of_time = 2,
                             .budget = 15,
+                            .slices = 20,
                             .actions = 35,
                             .new_wheel = 50,
-                            .rollover_levels = 4};
+                            .rollover_levels = 3};
   run_profile(&p);
 }
 
@@ -954,9 +996,10 @@ Test(model, matches_model_budget_and_reentrant_callbacks) {
                             .medium = 10,
                             .end_of_time = 1,
                             .budget = 60,
+                            .slices = 60,
                             .actions = 70,
                             .new_wheel = 20,
-                            .rollover_levels = 4};
+                            .rollover_levels = 3};
   run_profile(&p);
 }
 
@@ -974,10 +1017,11 @@ Test(model, matches_model_idle_resets) {
                             .medium = 3,
                             .end_of_time = 1,
                             .budget = 10,
+                            .slices = 20,
                             .actions = 30,
                             .new_wheel = 5,
                             .fill = 50,
-                            .rollover_levels = 3};
+                            .rollover_levels = 2};
   run_profile(&p);
 }
 
@@ -995,10 +1039,11 @@ Test(model, matches_model_huge_jumps) {
                             .medium = 20,
                             .end_of_time = 15,
                             .budget = 10,
+                            .slices = 30,
                             .actions = 30,
                             .new_wheel = 20,
                             .fill = 30,
-                            .rollover_levels = 10};
+                            .rollover_levels = 7};
   run_profile(&p);
 }
 
@@ -1015,9 +1060,10 @@ Test(model, matches_model_10000_timers) {
                             .medium = 3,
                             .end_of_time = 1,
                             .budget = 10,
+                            .slices = 20,
                             .actions = 25,
                             .new_wheel = 2,
                             .fill = 70,
-                            .rollover_levels = 3};
+                            .rollover_levels = 2};
   run_profile(&p);
 }

@@ -36,14 +36,17 @@
  *    13 program      ID u8:len (x % 33) then len bytes: the actions that
  *                    timer's callback runs each time it fires
  *    14 next_expiry
- *    15 set_repeat   ID 0
+ *    15 slice        u8:how TARGET BUDGET: tw_advance_slice to TARGET (how
+ *                    even) or to tw_next_wakeup() (how odd), as a loop
+ *                    that sleeps until it does
  *
  *   ID     u8 % timers
  *   VALUE  u8 kind (x % 8) then:
  *            0 u8   1 u16   2 u32   3 u64
- *            4 u8 b: (1 << 6 * (b % 11)) + (b / 11) % 3 - 1  (level edges)
+ *            4 u8 b: (1 << (8 * (b % 8) + (b / 8) % 2)) + (b / 16) % 3 - 1
+ *              (level edges: a block, or two)
  *            5 u8 b: UINT64_MAX - b
- *            6 u8 a, u8 b: a << 6 * (b % 11)                  (slot aligned)
+ *            6 u8 a, u8 b: a << 8 * (b % 8)                   (slot aligned)
  *            7 u8 b: 1000 * b
  *   DEADLINE u8 sel (x % 6): 0 now + VALUE, 1 now - VALUE, 2 VALUE,
  *            3 ID's deadline (now if inactive), 4 TW_NEVER - u8 % 3,
@@ -51,8 +54,8 @@
  *   TARGET u8 sel (x % 6): 0 now + VALUE, 1 earliest deadline - 1 + u8 % 3
  *            (now + u8 when nothing is active), 2 now - VALUE (backwards),
  *            3 VALUE, 4 UINT64_MAX - VALUE, 5 now + ROLLOVER
- *   ROLLOVER u8 b: the distance to the next rollover of digit 1 + b % 10,
- *            - 1 + (b / 10) % 3
+ *   ROLLOVER u8 b: the distance to the next rollover of digit 1 + b % 7,
+ *            - 1 + (b / 7) % 3
  *   BUDGET u8 b: b % 8 = 0: 0; 1-3: b % 8; 4: 4 + b / 8; 5-7: TW_ALL
  *
  *   callback actions (a timer's program, run until it ends), u8 % 16:
@@ -155,22 +158,22 @@ static uint64_t take_value(reader *r) {
     return take_le(r, 8);
   case 4:
     b = take_u8(r);
-    return ((uint64_t)1 << (6 * (b % 11))) + (b / 11) % 3 - 1;
+    return ((uint64_t)1 << (8 * (b % 8) + (b / 8) % 2)) + (b / 16) % 3 - 1;
   case 5:
     return UINT64_MAX - take_u8(r);
   case 6:
     a = take_u8(r);
     b = take_u8(r);
-    return (uint64_t)a << (6 * (b % 11));
+    return (uint64_t)a << (8 * (b % 8));
   default:
     return 1000 * (uint64_t)take_u8(r);
   }
 }
 
-/* The distance from now to the next rollover of digit 1..10, +-1. */
+/* The distance from now to the next rollover of digit 1..7, +-1. */
 static uint64_t take_rollover(reader *r) {
   unsigned b = take_u8(r);
-  return rollover_distance(model_now(&P.m), 1 + b % 10, b / 10);
+  return rollover_distance(model_now(&P.m), 1 + b % 7, b / 7);
 }
 
 static uint64_t take_deadline(reader *r) {
@@ -348,6 +351,22 @@ static size_t do_advance(uint64_t to, size_t budget) {
   if (P.wheel_freed) /* a callback's tw_wheel_free took effect */
     pair_replace_freed_wheel(&P, model_now(&P.m));
   return ran;
+}
+
+/* tw_advance_slice to TARGET, or to tw_next_wakeup() (never later than the
+ * earliest deadline) when `how` is odd. */
+static void do_slice(reader *r) {
+  unsigned how = take_u8(r);
+  uint64_t to = take_target(r);
+  size_t work = take_budget(r);
+  if (how % 2) {
+    to = pair_check_next_wakeup(&P);
+    if (to == TW_NEVER)
+      return;
+  }
+  pair_advance_slice(&P, to, work);
+  if (P.wheel_freed)
+    pair_replace_freed_wheel(&P, model_now(&P.m));
 }
 
 /* The k-th timer collected by this advance that has not fired (nor been
@@ -535,7 +554,7 @@ static void one_op(reader *r) {
     check_expiry();
     break;
   default:
-    pair_set_repeat(&P, take_id(r), 0);
+    do_slice(r);
     break;
   }
 }

@@ -1,0 +1,185 @@
+/*
+ * The invariant checker: walks the wheel and verifies every rule of
+ * wheel.h, the counts and the bitmaps; returns NULL, or what is wrong. For
+ * tests (the differential test and the fuzzer call it after every
+ * operation), never for a hot path. It visits the occupied slots (and
+ * finds every timer through them: the total must match the count); `full`
+ * also visits every empty slot. Not part of the API: declared here,
+ * exported for the tests.
+ */
+#include "wheel.h"
+
+#include <stdio.h>
+
+TW_EXTERN const char *tw__check(const tw_wheel *w, int full);
+
+static char message[256];
+
+#define FAIL(...)                                                              \
+  do {                                                                         \
+    snprintf(message, sizeof message, __VA_ARGS__);                            \
+    return message;                                                            \
+  } while (0)
+
+/* A timer's place according to the filing rule, as a slot index. */
+static size_t rule_slot(uint64_t pos, uint64_t deadline) {
+  unsigned level = tw__level_for(pos, deadline);
+  return tw__slot_index(level, tw__ring_pos(deadline, level));
+}
+
+/* Is `index` the source of the level below it (it spans that level's next
+ * block)? */
+static int is_source(uint64_t pos, size_t index) {
+  unsigned level = tw__level_of_index(index);
+  return level > 0 && tw__source_of(pos, level - 1) == index;
+}
+
+static const char *check_slot(const tw_wheel *w, size_t index,
+                              size_t *timers) {
+  const struct tw_slot *slot = &w->slots[index];
+  unsigned level = tw__level_of_index(index);
+  unsigned ring_pos = (unsigned)(index - tw__slot_index(level, 0));
+  int bit =
+      (int)((w->levels[level].occupied[ring_pos / 64] >> (ring_pos % 64)) & 1);
+  uint64_t start, width, min = TW_NEVER;
+  const tw_link *node, *prev = &slot->timers;
+  size_t length = 0;
+
+  if (tw__list_empty(&slot->timers)) { /* most slots: cheap */
+    if (slot->timers.prev != &slot->timers || w->counts[index] || bit ||
+        tw__is_dirty(w, index))
+      FAIL("slot %zu: empty list, count %u, bit %d, dirty %d", index,
+           w->counts[index], bit, tw__is_dirty(w, index));
+    return NULL;
+  }
+  start = tw__slot_start(w->pos, level, ring_pos);
+  width = (uint64_t)1 << tw__shift(level);
+  for (node = slot->timers.next; node != &slot->timers; node = node->next) {
+    const tw_timer *t = TW_TIMER_OF(node);
+    if (node->prev != prev)
+      FAIL("slot %zu: broken link at timer %zu", index, length);
+    if (tw__tag(t) != (TW_SLOT | index))
+      FAIL("slot %zu: timer %zu tagged %#x", index, length, tw__tag(t));
+    if (t->tw__deadline < start)
+      FAIL("slot %zu (start %llu): deadline %llu before it", index,
+           (unsigned long long)start, (unsigned long long)t->tw__deadline);
+    if (t->tw__deadline - start < width && index != w->collecting &&
+        rule_slot(w->pos, t->tw__deadline) != index &&
+        !is_source(w->pos, index))
+      FAIL("slot %zu: deadline %llu belongs in slot %zu (pos %llu)", index,
+           (unsigned long long)t->tw__deadline,
+           rule_slot(w->pos, t->tw__deadline), (unsigned long long)w->pos);
+    if (t->tw__deadline < min)
+      min = t->tw__deadline;
+    prev = node;
+    length++;
+  }
+  if (slot->timers.prev != prev)
+    FAIL("slot %zu: broken tail link", index);
+  if (w->counts[index] != (uint32_t)length)
+    FAIL("slot %zu: count %u, %zu timers", index, w->counts[index], length);
+  if (!bit)
+    FAIL("slot %zu: %zu timers, occupied bit clear", index, length);
+  if (start <= w->pos && index != w->collecting)
+    FAIL("slot %zu starts at %llu, not after pos %llu", index,
+         (unsigned long long)start, (unsigned long long)w->pos);
+  if (slot->min < start || slot->min > min)
+    FAIL("slot %zu: min %llu outside [start %llu, earliest %llu]", index,
+         (unsigned long long)slot->min, (unsigned long long)start,
+         (unsigned long long)min);
+  if (!tw__is_dirty(w, index) && slot->min != min)
+    FAIL("slot %zu: clean min %llu, earliest deadline %llu", index,
+         (unsigned long long)slot->min, (unsigned long long)min);
+  *timers += length;
+  return NULL;
+}
+
+static const char *check_level(const tw_wheel *w, unsigned level) {
+  const struct tw_level *l = &w->levels[level];
+  unsigned used = level == TW_TOP ? TW_SLOTS / 64 : TW_WORDS;
+  for (unsigned k = 0; k < TW_WORDS; k++) {
+    if ((l->occupied[k] != 0) != ((l->summary >> k) & 1))
+      FAIL("level %u: summary bit %u wrong", level, k);
+    if (k >= used && (l->occupied[k] || l->dirty[k]))
+      FAIL("level %u: bits beyond its slots", level);
+    if (l->dirty[k] & ~l->occupied[k])
+      FAIL("level %u: dirty bits on empty slots", level);
+  }
+  if (l->summary >> TW_WORDS)
+    FAIL("level %u: summary bits beyond its words", level);
+  return NULL;
+}
+
+/* Every slot of `level` (full) or its occupied ones. */
+static const char *check_slots(const tw_wheel *w, unsigned level, int full,
+                               size_t *timers) {
+  const char *err;
+  unsigned slots = level == TW_TOP ? TW_SLOTS : TW_LEVEL_SLOTS;
+  for (unsigned bit = 0; bit < slots; bit++) {
+    uint64_t word = w->levels[level].occupied[bit / 64] >> (bit % 64);
+    if (!full && !word) { /* no occupied slot left in this word */
+      bit |= 63;
+      continue;
+    }
+    if ((full || (word & 1)) &&
+        (err = check_slot(w, tw__slot_index(level, bit), timers)))
+      return err;
+  }
+  return NULL;
+}
+
+/* A list of due timers: tagged TW_DUE, due by `limit`, sorted if `sorted`. */
+static const char *check_due_list(const tw_link *head, const char *name,
+                                  uint64_t limit, int sorted,
+                                  size_t *timers) {
+  const tw_link *node, *prev = head;
+  const tw_timer *last = NULL;
+  for (node = head->next; node != head; node = node->next) {
+    const tw_timer *t = TW_TIMER_OF(node);
+    if (node->prev != prev)
+      FAIL("%s: broken link", name);
+    if (tw__state(t) != TW_DUE)
+      FAIL("%s: timer tagged %#x", name, tw__tag(t));
+    if (t->tw__deadline > limit)
+      FAIL("%s: deadline %llu after %llu", name,
+           (unsigned long long)t->tw__deadline, (unsigned long long)limit);
+    if (sorted && last && tw__fires_before(t, last))
+      FAIL("%s: out of firing order", name);
+    last = t;
+    prev = node;
+    (*timers)++;
+  }
+  if (head->prev != prev)
+    FAIL("%s: broken tail link", name);
+  return NULL;
+}
+
+const char *tw__check(const tw_wheel *w, int full) {
+  const char *err;
+  size_t timers = 0;
+
+  if (!w)
+    return NULL;
+  if (w->pos > w->now)
+    FAIL("pos %llu after now %llu", (unsigned long long)w->pos,
+         (unsigned long long)w->now);
+  if (w->collecting != TW_SLOT_COUNT &&
+      (w->collecting >= TW_LEVEL_SLOTS ||
+       tw__slot_start(w->pos, 0, (unsigned)w->collecting) != w->pos))
+    FAIL("collecting slot %zu is not the level-0 slot at pos", w->collecting);
+  for (unsigned level = 0; level < TW_LEVELS; level++)
+    if ((err = check_level(w, level)) ||
+        (err = check_slots(w, level, full, &timers)))
+      return err;
+  if ((err = check_due_list(&w->firing, "firing", w->pos,
+                            w->collecting == TW_SLOT_COUNT ||
+                                w->collect_in_order,
+                            &timers)))
+    return err;
+  if ((err = check_due_list(&w->due, "due", w->now, !w->due_unsorted,
+                            &timers)))
+    return err;
+  if (timers != w->count)
+    FAIL("count %zu, %zu timers waiting", w->count, timers);
+  return NULL;
+}

@@ -1,0 +1,82 @@
+/*
+ * Firing order, (deadline, start sequence): sorting a list of timers and
+ * merging two sorted ones, for the due list and for collected batches that
+ * came out of order (a stale timer re-filed behind newer ones).
+ */
+#include "wheel.h"
+
+#include <stddef.h>
+
+void tw__sort_due(tw_wheel *w) {
+  if (w->due_unsorted && !tw__list_empty(&w->due))
+    tw__list_sort(&w->due);
+  w->due_unsorted = 0;
+}
+
+void tw__merge_sorted(tw_link *into, tw_link *from) {
+  tw_link *after = into->prev; /* the largest first: `after` only goes back */
+  while (!tw__list_empty(from)) {
+    tw_timer *t = tw__list_last(from);
+    while (after != into && tw__fires_before(t, TW_TIMER_OF(after)))
+      after = after->prev;
+    tw__list_unlink(&t->tw__link);
+    tw__list_insert_before(after->next, &t->tw__link);
+  }
+}
+
+/* Merges two NULL-terminated sorted chains linked by `next`. */
+static tw_link *merge(tw_link *earlier, tw_link *later) {
+  tw_link result, *tail = &result;
+  while (earlier && later) {
+    if (tw__fires_before(TW_TIMER_OF(later), TW_TIMER_OF(earlier))) {
+      tail->next = later;
+      later = later->next;
+    } else {
+      tail->next = earlier;
+      earlier = earlier->next;
+    }
+    tail = tail->next;
+  }
+  tail->next = earlier ? earlier : later;
+  return result.next;
+}
+
+/*
+ * Natural merge sort: cut the list into its sorted runs and merge them like a
+ * binary counter (pending[k] holds 2^k runs), so a list that is sorted but for
+ * a few timers costs little more than one pass.
+ */
+void tw__list_sort(tw_link *head) {
+  tw_link *pending[64] = {NULL};
+  tw_link *node, *sorted = NULL;
+  unsigned k;
+
+  head->prev->next = NULL;
+  node = head->next;
+  while (node) {
+    tw_link *run = node;
+    while (node->next &&
+           !tw__fires_before(TW_TIMER_OF(node->next), TW_TIMER_OF(node)))
+      node = node->next;
+    tw_link *rest = node->next;
+    node->next = NULL;
+    node = rest;
+    for (k = 0; pending[k]; k++) {
+      run = merge(pending[k], run);
+      pending[k] = NULL;
+    }
+    pending[k] = run;
+  }
+  for (k = 0; k < 64; k++)
+    if (pending[k])
+      sorted = merge(pending[k], sorted);
+
+  tw_link *prev = head;
+  for (node = sorted; node; node = node->next) {
+    node->prev = prev;
+    prev->next = node;
+    prev = node;
+  }
+  prev->next = head;
+  head->prev = prev;
+}

@@ -1,0 +1,141 @@
+/*
+ * The paced drains: each level's source (wheel.h) is emptied into its level
+ * a slice per advance, so that no advance ever moves a whole slot.
+ *
+ * Level L's source spans its next block and must be empty by the time pos
+ * enters the block's last level-(L-1) block (the last tick, for level 0):
+ * the level below then drains the first slot of that block, which must be
+ * complete. While pos is in the block before, the drain owes, at each
+ * advance, the share of the source's timers that matches the share of the
+ * time left before that deadline which has passed since the last payment:
+ * count * (pos - since) / (end - since). So a source's timers leave at an
+ * even rate over the block (timers that are stopped meanwhile only lower
+ * it), whatever the advances' spacing; a loop that sleeps owes more at its
+ * next advance, and tw_next_wakeup says when to come back before that
+ * exceeds TW_MAINTENANCE_MOVES.
+ */
+#include "wheel.h"
+
+/* ceil(n * part / whole) for part <= whole, approximated (by dropping low
+ * bits of part and whole alike) when the product would not fit. */
+static uint64_t share(uint64_t n, uint64_t part, uint64_t whole) {
+  while (part > UINT32_MAX || whole > UINT32_MAX || n > UINT32_MAX) {
+    if (n > UINT32_MAX && part <= 1)
+      return part ? n : 0; /* n timers, all owed or none */
+    if (part > UINT32_MAX || whole > UINT32_MAX) {
+      part >>= 1;
+      whole >>= 1;
+    } else {
+      n >>= 1; /* more than 2^32 timers in one slot: coarser is fine */
+    }
+  }
+  if (whole == 0)
+    return n;
+  return (n * part + whole - 1) / whole;
+}
+
+/* The window in which level `level`'s source is drained: from the start of
+ * pos's block to the time it must be empty by. */
+struct window {
+  uint64_t start, end;
+};
+
+static struct window drain_window(uint64_t block_start, unsigned level) {
+  struct window win;
+  uint64_t block = (uint64_t)1 << tw__shift(level + 1);
+  uint64_t lead = level == 0 ? 1 : (uint64_t)1 << tw__shift(level);
+  win.start = block_start;
+  win.end = block_start + (block - lead);
+  return win;
+}
+
+/* The time paid up to for level `level`'s current source. */
+static uint64_t paid_up_to(const tw_wheel *w, unsigned level,
+                           uint64_t block_start) {
+  const struct tw_pace *pace = &w->pace[level];
+  return pace->block == tw__block(w->pos, level) ? pace->since : block_start;
+}
+
+static uint64_t block_start_of(uint64_t pos, unsigned level) {
+  return tw__block(pos, level) << tw__shift(level + 1);
+}
+
+/* Moves owed by a source of `count` timers at `at`, paid up to `since`. */
+static uint64_t owed(uint64_t count, struct window win, uint64_t since,
+                     uint64_t at) {
+  if (at >= win.end)
+    return count;
+  if (at <= since)
+    return 0;
+  return share(count, at - since, win.end - since);
+}
+
+size_t tw__pace(tw_wheel *w, size_t budget) {
+  size_t moved = 0;
+  /* From the top: a level's drain fills the slots the level below drains. */
+  for (unsigned level = TW_TOP; level-- > 0 && moved < budget;) {
+    size_t source = tw__source_of(w->pos, level);
+    uint64_t block_start = block_start_of(w->pos, level);
+    struct tw_pace *pace = &w->pace[level];
+    uint64_t since, want;
+
+    if (source == TW_SLOT_COUNT)
+      continue;
+    since = paid_up_to(w, level, block_start);
+    pace->block = tw__block(w->pos, level);
+    want = owed(w->counts[source], drain_window(block_start, level), since,
+                w->pos);
+    if (want <= budget - moved) {
+      moved += tw__drain(w, source, (size_t)want);
+      pace->since = w->pos; /* paid in full */
+    } else {
+      moved += tw__drain(w, source, budget - moved);
+      pace->since = since; /* the rest is owed at the next advance */
+    }
+  }
+  return moved;
+}
+
+/* When the source of `count` timers, paid up to `since`, will owe
+ * TW_MAINTENANCE_MOVES; TW_NEVER if it never will (then the advance that
+ * crosses its deadline pays at most that many). */
+static uint64_t when_owing(uint64_t count, struct window win,
+                           uint64_t since) {
+  if (count <= TW_MAINTENANCE_MOVES)
+    return TW_NEVER;
+  if (since >= win.end)
+    return since;
+  return since + share(win.end - since, TW_MAINTENANCE_MOVES, count);
+}
+
+uint64_t tw__maintenance_time(const tw_wheel *w) {
+  uint64_t earliest = TW_NEVER;
+  for (unsigned level = 0; level < TW_TOP; level++) {
+    size_t source = tw__source_of(w->pos, level);
+    uint64_t block_start = block_start_of(w->pos, level);
+    uint64_t at;
+    int ring_pos;
+
+    if (source == TW_SLOT_COUNT)
+      continue;
+    at = when_owing(w->counts[source], drain_window(block_start, level),
+                    paid_up_to(w, level, block_start));
+    if (at < earliest)
+      earliest = at;
+    /* The next slot of the level above to become a source. */
+    ring_pos = tw__first_occupied(
+        w, level + 1, (unsigned)(source - tw__slot_index(level + 1, 0)));
+    if (ring_pos >= 0) {
+      size_t next = tw__slot_index(level + 1, (unsigned)ring_pos);
+      uint64_t start = tw__slot_start(w->pos, level + 1, (unsigned)ring_pos);
+      uint64_t block = (uint64_t)1 << tw__shift(level + 1);
+      if (next != source && start >= block) {
+        uint64_t from = start - block;
+        at = when_owing(w->counts[next], drain_window(from, level), from);
+        if (at < earliest)
+          earliest = at;
+      }
+    }
+  }
+  return earliest;
+}

@@ -1,0 +1,237 @@
+/*
+ * Bounded work per advance (the paced drains of src/pace.c), with 1e5
+ * timers and virtual time: exact firing while the wheel crosses the points
+ * where a wheel filing by absolute digits re-files every timer at once
+ * (2^12, 2^18, 2^24, 2^30), counted moves per advance, work budgets, and
+ * maintenance wakeups for a loop that sleeps. Counts, never times.
+ */
+#include <criterion/criterion.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <twheel.h>
+
+enum { N = 100000, IDLE = 30000 };
+
+struct conn {
+  tw_timer timer;
+  uint64_t due;   /* the deadline the test asked for */
+  uint32_t fired; /* callbacks run */
+};
+
+static struct conn *conns;
+static tw_wheel *wheel;
+static uint64_t fired, early, late, order_errors;
+static uint64_t last_deadline; /* of the previous callback in this advance */
+static int restart;            /* callbacks re-arm their idle timeout */
+
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+
+static uint64_t rnd(void) { /* xorshift64* */
+  rng ^= rng >> 12;
+  rng ^= rng << 25;
+  rng ^= rng >> 27;
+  return rng * 0x2545f4914f6cdd1du;
+}
+
+static uint64_t below(uint64_t n) {
+  return rnd() % n;
+}
+
+static void on_idle(tw_timer *t) {
+  struct conn *c = t->data;
+  uint64_t now = tw_now(wheel);
+  c->fired++;
+  fired++;
+  early += now < c->due;
+  late += now > c->due;
+  order_errors += c->due < last_deadline;
+  last_deadline = c->due;
+  if (restart) {
+    c->due = now + IDLE;
+    cr_assert_eq(tw_timer_start(wheel, t, on_idle, IDLE, 0), 0);
+  }
+}
+
+static void setup(void) {
+  conns = calloc(N, sizeof *conns);
+  cr_assert_not_null(conns);
+  for (size_t i = 0; i < N; i++) {
+    tw_timer_init(&conns[i].timer);
+    conns[i].timer.data = &conns[i];
+  }
+  fired = early = late = order_errors = 0;
+  restart = 0;
+}
+
+static void teardown(void) {
+  tw_wheel_free(wheel);
+  wheel = NULL;
+  free(conns);
+}
+
+TestSuite(pace, .init = setup, .fini = teardown);
+
+static void start_at(struct conn *c, uint64_t deadline) {
+  c->due = deadline;
+  cr_assert_eq(tw_timer_start_at(wheel, &c->timer, on_idle, deadline, 0), 0);
+}
+
+/* One tick of the idle-timeout steady state: advance by one, then reset
+ * N/10000 random connections (each one every ~10 s at 1 ms ticks).
+ * Returns the timers the advance moved. */
+static uint64_t tick(uint64_t now) {
+  uint64_t moves = tw_moves(wheel);
+  last_deadline = 0;
+  tw_advance(wheel, now, TW_ALL);
+  moves = tw_moves(wheel) - moves;
+  for (int k = 0; k < N / 10000; k++) {
+    struct conn *c = &conns[below(N)];
+    c->due = now + IDLE;
+    cr_assert_eq(tw_timer_start(wheel, &c->timer, on_idle, IDLE, 0), 0);
+  }
+  return moves;
+}
+
+/*
+ * The stall scenario around `edge`: N idle timeouts of 30 s whose last
+ * activity is uniform over the past 30 s, 10 resets per tick, fired timers
+ * restart; 30 s of warm-up, then 12,288 one-tick advances centred on the
+ * edge. Every callback must run at exactly its deadline, and no advance may
+ * move more than 0.1% of the timers: a wheel that re-files by absolute
+ * digits moves all of them at 2^18 and 2^24.
+ */
+static void cross(uint64_t edge) {
+  const uint64_t window = 12288;
+  /* Below 2^15 there is no room for the warm-up: measure from the start. */
+  const uint64_t t0 = edge > IDLE + window / 2 ? edge - IDLE - window / 2 : 0;
+  const uint64_t from =
+      edge > t0 + window / 2 ? edge - window / 2 : t0 + 1;
+  uint64_t max_moves = 0, moves = 0;
+
+  wheel = tw_wheel_new(t0);
+  cr_assert_not_null(wheel);
+  restart = 1;
+  for (size_t i = 0; i < N; i++)
+    start_at(&conns[below(N)], t0 + 1 + below(IDLE)); /* a few restart */
+  for (size_t i = 0; i < N; i++)
+    if (!tw_timer_is_active(&conns[i].timer))
+      start_at(&conns[i], t0 + 1 + below(IDLE));
+  for (uint64_t now = t0 + 1; now < from; now++)
+    tick(now);
+  for (uint64_t now = from; now <= edge + window / 2; now++) {
+    uint64_t m = tick(now);
+    moves += m;
+    if (m > max_moves)
+      max_moves = m;
+  }
+  cr_assert_eq(early, 0, "%llu callbacks before their deadline",
+               (unsigned long long)early);
+  cr_assert_eq(late, 0, "%llu callbacks after their deadline",
+               (unsigned long long)late);
+  cr_assert_leq(max_moves, N / 1000,
+                "an advance moved %llu timers (%.1f per advance on average)",
+                (unsigned long long)max_moves, (double)moves / window);
+  cr_assert_gt(moves, 0, "nothing moved: the scenario did not run");
+
+  /* Each armed timer fires once more, at its deadline, and none is lost. */
+  restart = 0;
+  fired = 0;
+  last_deadline = 0;
+  tw_advance(wheel, edge + window + 2 * IDLE, TW_ALL);
+  cr_assert_eq(fired, N);
+  cr_assert_eq(tw_count(wheel), 0);
+  cr_assert_eq(order_errors, 0);
+}
+
+Test(pace, rule1_exact_and_bounded_moves_across_2_pow_12, .timeout = 60) {
+  cross((uint64_t)1 << 12);
+}
+
+Test(pace, rule1_exact_and_bounded_moves_across_2_pow_18, .timeout = 60) {
+  cross((uint64_t)1 << 18);
+}
+
+Test(pace, rule1_exact_and_bounded_moves_across_2_pow_24, .timeout = 60) {
+  cross((uint64_t)1 << 24);
+}
+
+Test(pace, rule1_exact_and_bounded_moves_across_2_pow_30, .timeout = 60) {
+  cross((uint64_t)1 << 30);
+}
+
+/*
+ * A budget bounds all the work of an advance: N timers due at once (spread
+ * over 30 s of deadlines, started in random order), one jump past all of
+ * them, taken a slice of 1000 units at a time. Each slice moves and runs at
+ * most that much, callbacks run in deadline order and never early, and
+ * tw_next_wakeup says "now" until everything has run.
+ */
+Test(pace, a_sliced_advance_bounds_its_work_and_fires_in_order,
+     .timeout = 60) {
+  const uint64_t now = 2 * IDLE;
+  size_t slices = 0;
+
+  wheel = tw_wheel_new(0);
+  cr_assert_not_null(wheel);
+  for (size_t i = 0; i < N; i++)
+    start_at(&conns[i], 1 + below(IDLE));
+  last_deadline = 0;
+  while (fired < N) {
+    uint64_t moves = tw_moves(wheel);
+    size_t ran = tw_advance_slice(wheel, now, 1000);
+    cr_assert_leq(ran + (tw_moves(wheel) - moves), 1000);
+    cr_assert(fired == N || tw_next_wakeup(wheel) <= now,
+              "work left after slice %zu, but tw_next_wakeup says %llu",
+              slices, (unsigned long long)tw_next_wakeup(wheel));
+    cr_assert_lt(++slices, 2 * N, "no progress");
+  }
+  cr_assert_eq(early, 0);
+  cr_assert_eq(order_errors, 0);
+  cr_assert_eq(tw_count(wheel), 0);
+  cr_assert_eq(tw_next_wakeup(wheel), TW_NEVER);
+  cr_assert_geq(slices, N / 1000, "%zu slices for %d timers", slices, N);
+}
+
+/*
+ * A loop that sleeps until tw_next_wakeup(): N timers due within one
+ * 256-tick stretch a minute away. The wheel asks for a few maintenance
+ * wakeups shortly before (each advance then moves at most a few thousand
+ * timers), and nothing else until the first deadline; every timer fires at
+ * its deadline. A loop that slept until tw_next_expiry() instead would move
+ * all N in the advance that fires the first of them.
+ */
+Test(pace, a_sleeping_loop_wakes_for_paced_work_in_bounded_slices,
+     .timeout = 60) {
+  const uint64_t first = 60000;
+  uint64_t now = 0, max_moves = 0, maintenance = 0, wakeups = 0;
+
+  wheel = tw_wheel_new(0);
+  cr_assert_not_null(wheel);
+  for (size_t i = 0; i < N; i++)
+    start_at(&conns[i], first + below(256));
+  while (tw_count(wheel) > 0) {
+    uint64_t at = tw_next_wakeup(wheel), moves = tw_moves(wheel);
+    size_t ran;
+    cr_assert_leq(at, tw_next_expiry(wheel));
+    cr_assert_geq(at, now, "a wakeup in the past with no work left");
+    now = at;
+    last_deadline = 0;
+    ran = tw_advance(wheel, now, TW_ALL);
+    wakeups++;
+    maintenance += ran == 0;
+    moves = tw_moves(wheel) - moves;
+    if (moves > max_moves)
+      max_moves = moves;
+  }
+  cr_assert_eq(fired, N);
+  cr_assert_eq(early + late, 0);
+  cr_assert_leq(max_moves, 4096, "an advance moved %llu timers",
+                (unsigned long long)max_moves);
+  cr_assert_geq(maintenance, N / 4096, "%llu maintenance wakeups",
+                (unsigned long long)maintenance);
+  cr_assert_leq(maintenance, N / 1000, "%llu maintenance wakeups",
+                (unsigned long long)maintenance);
+  cr_assert_leq(wakeups, maintenance + 256);
+}
