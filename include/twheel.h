@@ -99,7 +99,7 @@ TW_EXTERN void tw_timer_init(tw_timer *t);
  * repeat > 0. The deadline saturates at TW_NEVER - 1. Starting an active
  * timer re-arms it: the old deadline is forgotten and the timer counts as
  * started now for the FIFO order. Moving a deadline later is a store: the
- * timer is re-filed only when its old slot comes due.
+ * timer moves when its old slot is drained or collected.
  * A timer started while tw_advance() runs never fires in that same call.
  * A timer belongs to the wheel it was started on until it is stopped or
  * fires; passing it to another wheel meanwhile is undefined.
@@ -132,6 +132,17 @@ TW_EXTERN int tw_timer_stop(tw_wheel *w, tw_timer *t);
  */
 TW_EXTERN int tw_timer_again(tw_wheel *w, tw_timer *t);
 
+/*
+ * Fixed rate (libevent's EV_PERSIST): a repeating timer is re-armed at the
+ * deadline it fired for + repeat, so its period does not drift by the
+ * advances' lateness; when that time has already passed, at now + repeat
+ * (missed periods collapse into one call). Off (the default, libuv's rule):
+ * at now + repeat. Kept by starts and re-arms; tw_timer_init clears it.
+ * NULL or an uninitialised timer: no-op (is_fixed_rate: 0).
+ */
+TW_EXTERN void tw_timer_set_fixed_rate(tw_timer *t, int fixed_rate);
+TW_EXTERN int tw_timer_is_fixed_rate(const tw_timer *t);
+
 /* Sets the period used from the next re-arm on; the current deadline stays.
  * NULL is a no-op. */
 TW_EXTERN void tw_timer_set_repeat(tw_timer *t, uint64_t repeat);
@@ -147,8 +158,10 @@ TW_EXTERN uint64_t tw_timer_deadline(const tw_timer *t);
 
 /*
  * When the caller must call tw_advance() next: the earliest deadline of any
- * active timer, TW_NEVER when none is active (or for NULL). When an advance
- * stopped at its budget, the result is <= tw_now(w).
+ * active timer, TW_NEVER when none is active (or for NULL). When
+ * tw_advance() stopped at max_fire with timers left to run, the result is
+ * <= tw_now(w); after a work budget (tw_advance_slice), ask
+ * tw_next_wakeup() when to come back.
  * It is never later than the earliest deadline, and exact except in two
  * cases, where it is a time at which nothing fires (a "wasted wakeup"):
  *  - the timer with the earliest deadline was stopped or moved later after
@@ -183,12 +196,12 @@ TW_EXTERN size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire);
  * When the caller should call tw_advance() next: tw_next_expiry(), or an
  * earlier time at which the wheel wants an advance to move timers down
  * ahead of their deadlines (a "maintenance" wakeup, which fires nothing),
- * or a time <= tw_now(w) when the last advance stopped at its budget with
- * work left. Loops that sleep until the next call should sleep until this,
- * not tw_next_expiry(): a loop that sleeps through the wheel's paced work
- * owes it all at its next advance. A loop that advances at least once per
- * millisecond tick (or whatever its unit) never needs a maintenance wakeup.
- * TW_NEVER when no timer is active (or for NULL).
+ * or a time <= tw_now(w) when the last advance used up its work budget
+ * (there may be work left). Loops that sleep until the next call should sleep
+ * until this, not tw_next_expiry(): a loop that sleeps through the wheel's
+ * paced work owes it all at its next advance. A loop that advances at least
+ * once per millisecond tick (or whatever its unit) never needs a maintenance
+ * wakeup. TW_NEVER when no timer is active (or for NULL).
  */
 TW_EXTERN uint64_t tw_next_wakeup(tw_wheel *w);
 
@@ -209,8 +222,8 @@ TW_EXTERN size_t tw_advance_slice(tw_wheel *w, uint64_t now, size_t max_work);
 TW_EXTERN uint64_t tw_moves(const tw_wheel *w);
 
 /*
- * Counters kept by the loop adapters (tw_uv_stats, tw_ev_stats) about their
- * one loop timer. The core itself keeps none.
+ * Counters a tw_driver (below) keeps about its one loop timer; the loop
+ * adapters report them (tw_uv_stats, tw_ev_stats). The wheel keeps none.
  */
 typedef struct tw_stats {
   uint64_t wakeups;       /* the loop timer fired */
@@ -221,6 +234,80 @@ typedef struct tw_stats {
   uint64_t maintenance;   /* wakeups for the wheel's paced work only
                              (tw_next_wakeup), not counted as empty */
 } tw_stats;
+
+/*
+ * Driving one loop timer: the rule every loop adapter follows, written once.
+ *
+ * A loop gives the whole wheel one timer of its own (a uv_timer_t, a timer
+ * event, a poll() timeout). A tw_driver keeps that timer armed:
+ *  - never later than the wheel's next expiry, and early enough for its
+ *    paced work (tw_next_wakeup);
+ *  - re-armed only when that time moves earlier: a start earlier than the
+ *    time armed re-arms, a later start (the idle reset) or a stop leaves it
+ *    (the wakeup may then fire nothing, and re-arms for the true next time);
+ *  - stopped when no timer is left;
+ *  - and when it fires, the wheel advances one slice (TW_SLICE units of
+ *    work, tw_advance_slice), so no loop iteration does more than that;
+ *    work left re-arms the loop timer at once, with the loop's I/O between.
+ * The loop supplies one function, `arm`, that sets its timer for an
+ * absolute time in the wheel's unit (TW_NEVER: stop it), and calls the
+ * tw_driver_* functions below after its own starts and stops and when its
+ * timer fires. `arm` is called with `from_expiry` set when it runs inside
+ * tw_driver_expired (some loops must not re-arm for "now" from inside their
+ * timer's callback: libuv 1.44 would rerun it in the same pass). It returns
+ * 0, or -1 if the loop refused (the driver then holds nothing armed).
+ *
+ * The driver is embedded in the adapter and initialised by
+ * tw_driver_init(); its public fields are read-only. Single-threaded, like
+ * the loop.
+ */
+typedef struct tw_driver tw_driver;
+typedef int (*tw_driver_arm_fn)(tw_driver *d, uint64_t at, int from_expiry);
+
+struct tw_driver {
+  tw_wheel *wheel;           /* read-only: the wheel driven */
+  uint64_t armed;            /* read-only: the loop timer's time; TW_NEVER */
+  tw_stats stats;            /* read-only: counters (see tw_stats) */
+  unsigned char dispatching; /* read-only: inside tw_driver_expired */
+  unsigned char closed;      /* read-only: tw_driver_close was called */
+
+  /* private */
+  tw_driver_arm_fn tw__arm;
+  size_t tw__slice;                  /* work units per wakeup */
+  unsigned char tw__for_maintenance; /* armed earlier than the next expiry */
+};
+
+/* Drives `w` through `arm`; nothing is armed yet. -EINVAL for NULL. */
+TW_EXTERN int tw_driver_init(tw_driver *d, tw_wheel *w, tw_driver_arm_fn arm);
+
+/*
+ * After the loop started (or re-armed) a timer of the wheel for `deadline`:
+ * arms the loop timer for it if that is earlier than what is armed.
+ * Nothing happens inside tw_driver_expired (it re-arms when the callbacks
+ * return) or after tw_driver_close. Returns what `arm` returned, or 0.
+ */
+TW_EXTERN int tw_driver_started(tw_driver *d, uint64_t deadline);
+
+/* After the loop stopped a timer: stops the loop timer when the wheel is
+ * empty (so an empty wheel never keeps a loop alive); lazy otherwise. */
+TW_EXTERN void tw_driver_stopped(tw_driver *d);
+
+/* Arms the loop timer for min(at, armed) even when it is armed already:
+ * for loops where re-arming cancels a wakeup already under way (libevent's
+ * event_add on an activated event). Returns what `arm` returned. */
+TW_EXTERN int tw_driver_rearm(tw_driver *d, uint64_t at);
+
+/*
+ * The loop timer fired at `now`: advances the wheel one slice, counts the
+ * wakeup, and re-arms the loop timer for tw_next_wakeup() (nothing when no
+ * timer is left). Returns the callbacks run. If a callback closed the
+ * driver (tw_driver_close), nothing after the advance touches the wheel.
+ */
+TW_EXTERN size_t tw_driver_expired(tw_driver *d, uint64_t now);
+
+/* The loop is closing its timer: the driver arms nothing more (the loop
+ * frees the wheel itself). Safe from inside a callback. */
+TW_EXTERN void tw_driver_close(tw_driver *d);
 
 /* A static English message for 0 or -EINVAL, the one error of the core
  * ("unknown error" for anything else). */

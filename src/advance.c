@@ -83,8 +83,7 @@ static uint64_t earliest_in_slots(tw_wheel *w) {
     for (unsigned level = 0; level < TW_LEVELS; level++) {
       if (level > 0 && best <= next_block_start(w->pos, level - 1))
         break;
-      int ring_pos =
-          tw__first_occupied(w, level, tw__ring_pos(w->pos, level));
+      int ring_pos = tw__first_occupied(w, level, tw__ring_pos(w->pos, level));
       if (ring_pos < 0)
         continue;
       size_t index = tw__slot_index(level, (unsigned)ring_pos);
@@ -119,13 +118,18 @@ uint64_t tw_next_expiry(tw_wheel *w) {
   return min_u64(earliest, earliest_in_slots(w));
 }
 
-uint64_t tw_next_wakeup(tw_wheel *w) {
-  uint64_t expiry = tw_next_expiry(w);
-  if (expiry == TW_NEVER && (!w || w->free_pending || w->count == 0))
+uint64_t tw__next_times(tw_wheel *w, uint64_t *expiry) {
+  *expiry = tw_next_expiry(w);
+  if (*expiry == TW_NEVER && (!w || w->free_pending || w->count == 0))
     return TW_NEVER;
-  if (w->pos < w->now || w->collecting != TW_SLOT_COUNT)
-    return min_u64(expiry, w->now); /* a budget left work to do */
-  return min_u64(expiry, tw__maintenance_time(w));
+  if (w->unfinished || w->pos < w->now || w->collecting != TW_SLOT_COUNT)
+    return min_u64(*expiry, w->now); /* a budget left work to do */
+  return tw__maintenance_time(w, *expiry);
+}
+
+uint64_t tw_next_wakeup(tw_wheel *w) {
+  uint64_t expiry;
+  return tw__next_times(w, &expiry);
 }
 
 /* ---- tw_advance ---- */
@@ -144,7 +148,7 @@ static int collect(tw_wheel *w, size_t *work) {
     (*work)--;
     tw__detach(w, t);
     if (t->tw__deadline > w->pos) { /* stale: moved later with a store */
-      tw__file(w, t, TW_APPEND);
+      tw__file(w, t);
       w->moves++;
       continue;
     }
@@ -152,7 +156,7 @@ static int collect(tw_wheel *w, size_t *work) {
         tw__fires_before(t, tw__list_last(&w->firing)))
       w->collect_in_order = 0;
     tw__list_append(&w->firing, &t->tw__link);
-    tw__set_tag(t, TW_DUE);
+    tw__set_place(t, TW_DUE);
   }
   w->collecting = TW_SLOT_COUNT;
   if (!w->collect_in_order)
@@ -202,9 +206,21 @@ static void take_due(tw_wheel *w) {
   while (!tw__list_empty(&later)) {
     tw_timer *t = tw__list_first(&later);
     tw__list_unlink(&t->tw__link);
-    tw__file(w, t, TW_APPEND);
+    tw__file(w, t);
   }
   tw__merge_sorted(&w->firing, &w->due);
+}
+
+/* A repeating timer's next deadline (rule 6): now + repeat, or with
+ * TW_FIXED_RATE the deadline it fired for + repeat, unless that has passed
+ * (then missed periods collapse into one call, as without it). */
+static uint64_t next_period(const tw_wheel *w, const tw_timer *t) {
+  if (t->tw__order & TW_FIXED_RATE) {
+    uint64_t next = tw__saturating_add(t->tw__deadline, t->tw__repeat);
+    if (next >= w->now)
+      return next;
+  }
+  return tw__saturating_add(w->now, t->tw__repeat);
 }
 
 /*
@@ -227,7 +243,7 @@ static size_t run_callbacks(tw_wheel *w, size_t max_fire, size_t *work) {
     tw_timer *t = tw__list_first(&w->firing);
     tw__disarm(w, t);
     if (t->tw__repeat)
-      tw__arm(w, t, tw__saturating_add(w->now, t->tw__repeat));
+      tw__arm(w, t, next_period(w, t));
     ran++;
     (*work)--;
     t->tw__cb(t); /* t may be freed from here on unless still active */
@@ -235,8 +251,7 @@ static size_t run_callbacks(tw_wheel *w, size_t max_fire, size_t *work) {
   return ran;
 }
 
-static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire,
-                      size_t work) {
+static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire, size_t work) {
   size_t ran = 0;
 
   if (!w || w->advancing)
@@ -256,7 +271,8 @@ static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire,
     return ran;
   }
   if (w->pos == w->now && work > 0)
-    tw__pace(w, work);
+    work -= tw__pace(w, work);
+  w->unfinished = work == 0;
   return ran;
 }
 

@@ -34,8 +34,7 @@ static int is_source(uint64_t pos, size_t index) {
   return level > 0 && tw__source_of(pos, level - 1) == index;
 }
 
-static const char *check_slot(const tw_wheel *w, size_t index,
-                              size_t *timers) {
+static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   const struct tw_slot *slot = &w->slots[index];
   unsigned level = tw__level_of_index(index);
   unsigned ring_pos = (unsigned)(index - tw__slot_index(level, 0));
@@ -58,7 +57,7 @@ static const char *check_slot(const tw_wheel *w, size_t index,
     const tw_timer *t = TW_TIMER_OF(node);
     if (node->prev != prev)
       FAIL("slot %zu: broken link at timer %zu", index, length);
-    if (tw__tag(t) != (TW_SLOT | index))
+    if (tw__place(t) != (TW_SLOT | index))
       FAIL("slot %zu: timer %zu tagged %#x", index, length, tw__tag(t));
     if (t->tw__deadline < start)
       FAIL("slot %zu (start %llu): deadline %llu before it", index,
@@ -130,8 +129,7 @@ static const char *check_slots(const tw_wheel *w, unsigned level, int full,
 
 /* A list of due timers: tagged TW_DUE, due by `limit`, sorted if `sorted`. */
 static const char *check_due_list(const tw_link *head, const char *name,
-                                  uint64_t limit, int sorted,
-                                  size_t *timers) {
+                                  uint64_t limit, int sorted, size_t *timers) {
   const tw_link *node, *prev = head;
   const tw_timer *last = NULL;
   for (node = head->next; node != head; node = node->next) {
@@ -171,13 +169,11 @@ const char *tw__check(const tw_wheel *w, int full) {
     if ((err = check_level(w, level)) ||
         (err = check_slots(w, level, full, &timers)))
       return err;
-  if ((err = check_due_list(&w->firing, "firing", w->pos,
-                            w->collecting == TW_SLOT_COUNT ||
-                                w->collect_in_order,
-                            &timers)))
+  if ((err = check_due_list(
+           &w->firing, "firing", w->pos,
+           w->collecting == TW_SLOT_COUNT || w->collect_in_order, &timers)))
     return err;
-  if ((err = check_due_list(&w->due, "due", w->now, !w->due_unsorted,
-                            &timers)))
+  if ((err = check_due_list(&w->due, "due", w->now, !w->due_unsorted, &timers)))
     return err;
   if (timers != w->count)
     FAIL("count %zu, %zu timers waiting", w->count, timers);

@@ -99,8 +99,7 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
 /* When the source of `count` timers, paid up to `since`, will owe
  * TW_MAINTENANCE_MOVES; TW_NEVER if it never will (then the advance that
  * crosses its deadline pays at most that many). */
-static uint64_t when_owing(uint64_t count, struct window win,
-                           uint64_t since) {
+static uint64_t when_owing(uint64_t count, struct window win, uint64_t since) {
   if (count <= TW_MAINTENANCE_MOVES)
     return TW_NEVER;
   if (since >= win.end)
@@ -108,12 +107,21 @@ static uint64_t when_owing(uint64_t count, struct window win,
   return since + share(win.end - since, TW_MAINTENANCE_MOVES, count);
 }
 
-uint64_t tw__maintenance_time(const tw_wheel *w) {
-  uint64_t earliest = TW_NEVER;
+/*
+ * The first time some source will owe TW_MAINTENANCE_MOVES. For each level:
+ * its current source, then the slots of the level above that will become
+ * its sources, in time order, up to the first that holds more than that
+ * (the later ones start later) or that begins after `limit` (the loop wakes
+ * by then and asks again).
+ */
+uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
+  uint64_t earliest = limit;
   for (unsigned level = 0; level < TW_TOP; level++) {
     size_t source = tw__source_of(w->pos, level);
     uint64_t block_start = block_start_of(w->pos, level);
-    uint64_t at;
+    uint64_t block = (uint64_t)1 << tw__shift(level + 1);
+    uint64_t at, start, from;
+    unsigned source_pos;
     int ring_pos;
 
     if (source == TW_SLOT_COUNT)
@@ -122,18 +130,22 @@ uint64_t tw__maintenance_time(const tw_wheel *w) {
                     paid_up_to(w, level, block_start));
     if (at < earliest)
       earliest = at;
-    /* The next slot of the level above to become a source. */
-    ring_pos = tw__first_occupied(
-        w, level + 1, (unsigned)(source - tw__slot_index(level + 1, 0)));
-    if (ring_pos >= 0) {
+    source_pos = (unsigned)(source - tw__slot_index(level + 1, 0));
+    from = block_start + block; /* the source's own start */
+    for (ring_pos = tw__first_occupied(w, level + 1, source_pos);
+         ring_pos >= 0 && (unsigned)ring_pos != source_pos;
+         ring_pos = tw__first_occupied(w, level + 1, (unsigned)ring_pos)) {
       size_t next = tw__slot_index(level + 1, (unsigned)ring_pos);
-      uint64_t start = tw__slot_start(w->pos, level + 1, (unsigned)ring_pos);
-      uint64_t block = (uint64_t)1 << tw__shift(level + 1);
-      if (next != source && start >= block) {
-        uint64_t from = start - block;
-        at = when_owing(w->counts[next], drain_window(from, level), from);
+      start = tw__slot_start(w->pos, level + 1, (unsigned)ring_pos);
+      if (start <= from || start - block >= earliest)
+        break; /* wrapped round, or a source only after the answer */
+      from = start;
+      if (w->counts[next] > TW_MAINTENANCE_MOVES) {
+        at = when_owing(w->counts[next], drain_window(start - block, level),
+                        start - block);
         if (at < earliest)
           earliest = at;
+        break;
       }
     }
   }

@@ -44,8 +44,7 @@ static unsigned lowest_bit(uint64_t x) { /* x != 0 */
 unsigned tw__level_for(uint64_t pos, uint64_t deadline) {
   unsigned bits = highest_bit(deadline - pos);
   unsigned level = bits ? (bits - 1) / TW_LEVEL_BITS : 0;
-  if (level < TW_TOP &&
-      tw__block(deadline, level) - tw__block(pos, level) > 1)
+  if (level < TW_TOP && tw__block(deadline, level) - tw__block(pos, level) > 1)
     level++;
   return level;
 }
@@ -138,7 +137,7 @@ static void release_all(tw_link *head) {
   while (!tw__list_empty(head)) {
     tw_timer *t = tw__list_first(head);
     tw__list_unlink(&t->tw__link);
-    tw__set_tag(t, TW_IDLE);
+    tw__set_place(t, TW_IDLE);
   }
 }
 
@@ -183,17 +182,14 @@ uint64_t tw_moves(const tw_wheel *w) {
 
 /* ---- Moving timers ---- */
 
-void tw__file(tw_wheel *w, tw_timer *t, enum tw_end end) {
+void tw__file(tw_wheel *w, tw_timer *t) {
   uint64_t deadline = t->tw__deadline;
   unsigned level = tw__level_for(w->pos, deadline);
   unsigned bit = tw__ring_pos(deadline, level);
   size_t index = tw__slot_index(level, bit);
   struct tw_slot *slot = &w->slots[index];
 
-  if (end == TW_APPEND)
-    tw__list_append(&slot->timers, &t->tw__link);
-  else
-    tw__list_prepend(&slot->timers, &t->tw__link);
+  tw__list_append(&slot->timers, &t->tw__link);
   if (w->counts[index]++ == 0) {
     set_occupied(w, level, bit);
     slot->min = deadline;
@@ -201,7 +197,7 @@ void tw__file(tw_wheel *w, tw_timer *t, enum tw_end end) {
     slot->min = deadline;
     set_dirty(w, index, 0);
   }
-  tw__set_tag(t, TW_SLOT | (unsigned)index);
+  tw__set_place(t, TW_SLOT | (unsigned)index);
 }
 
 /* Unlinks a timer from slot `index`, which it is in. */
@@ -235,7 +231,7 @@ size_t tw__drain(tw_wheel *w, size_t index, size_t limit) {
   while (moved < limit && !tw__list_empty(head)) {
     tw_timer *t = moved % 2 ? tw__list_first(head) : tw__list_last(head);
     leave_slot(w, t, index);
-    tw__file(w, t, TW_APPEND);
+    tw__file(w, t);
     moved++;
   }
   w->moves += moved;
@@ -250,11 +246,10 @@ void tw__rescan(tw_wheel *w, size_t index) {
   /* Detach the chain at once; its last node still points at the head. */
   tw__list_init(head);
   w->counts[index] = 0;
-  clear_occupied(w, level,
-                 (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
+  clear_occupied(w, level, (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
   while (node != head) {
     tw_link *next = node->next;
-    tw__file(w, TW_TIMER_OF(node), TW_APPEND);
+    tw__file(w, TW_TIMER_OF(node));
     w->moves++;
     node = next;
   }
@@ -264,7 +259,7 @@ void tw__append_due(tw_wheel *w, tw_timer *t) {
   if (!tw__list_empty(&w->due) && tw__fires_before(t, tw__list_last(&w->due)))
     w->due_unsorted = 1; /* a start_at in the past: sorted when read */
   tw__list_append(&w->due, &t->tw__link);
-  tw__set_tag(t, TW_DUE);
+  tw__set_place(t, TW_DUE);
 }
 
 /*
@@ -274,13 +269,13 @@ void tw__append_due(tw_wheel *w, tw_timer *t) {
  * drained or collected.
  */
 static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
-  uint64_t order = w->next_seq++ << TW_SEQ_SHIFT;
+  uint64_t order =
+      w->next_seq++ << TW_SEQ_SHIFT | (t->tw__order & TW_FIXED_RATE);
   unsigned state = tw__state(t);
 
   if (state == TW_SLOT && deadline >= t->tw__deadline && deadline > w->now) {
     size_t index = tw__slot_of(t);
-    if (deadline != t->tw__deadline &&
-        t->tw__deadline == w->slots[index].min)
+    if (deadline != t->tw__deadline && t->tw__deadline == w->slots[index].min)
       set_dirty(w, index, 1);
     t->tw__deadline = deadline;
     t->tw__order = order | TW_SLOT | (unsigned)index;
@@ -293,7 +288,7 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
   t->tw__deadline = deadline;
   t->tw__order = order | TW_IDLE;
   if (deadline > w->now)
-    tw__file(w, t, TW_APPEND);
+    tw__file(w, t);
   else
     tw__append_due(w, t);
 }
@@ -304,7 +299,7 @@ void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
 
 static inline void disarm(tw_wheel *w, tw_timer *t) {
   tw__detach(w, t);
-  tw__set_tag(t, TW_IDLE);
+  tw__set_place(t, TW_IDLE);
   w->count--;
 }
 
@@ -362,6 +357,19 @@ int tw_timer_again(tw_wheel *w, tw_timer *t) {
   if (t->tw__repeat)
     arm(w, t, tw__saturating_add(w->now, t->tw__repeat));
   return 0;
+}
+
+void tw_timer_set_fixed_rate(tw_timer *t, int fixed_rate) {
+  if (!t || !tw__is_valid(t))
+    return;
+  if (fixed_rate)
+    t->tw__order |= TW_FIXED_RATE;
+  else
+    t->tw__order &= ~(uint64_t)TW_FIXED_RATE;
+}
+
+int tw_timer_is_fixed_rate(const tw_timer *t) {
+  return t && tw__is_valid(t) && (t->tw__order & TW_FIXED_RATE) != 0;
 }
 
 void tw_timer_set_repeat(tw_timer *t, uint64_t repeat) {

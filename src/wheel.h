@@ -71,17 +71,21 @@
 
 /*
  * Where a timer waits, in the low 16 bits of tw__order (the start sequence
- * is above them). The high nibble is the state; any other value there means
- * tw_timer_init() was never called. A timer in a slot keeps the slot's index.
+ * is above them): its state in the top 3 bits, and for a timer in a slot
+ * the slot's index in the low 12. Any state other than these three means
+ * tw_timer_init() was never called (zeroed memory included). Bit 12 is the
+ * timer's one option, TW_FIXED_RATE, which every move keeps.
  */
 #define TW_SEQ_SHIFT 16
 #define TW_TAG_MASK 0xffffu
-#define TW_STATE_MASK 0xf000u
+#define TW_STATE_MASK 0xe000u
+#define TW_FIXED_RATE 0x1000u /* repeat from the deadline (libevent) */
 #define TW_INDEX_MASK 0x0fffu
+#define TW_PLACE_MASK (TW_STATE_MASK | TW_INDEX_MASK)
 enum tw_state {
   TW_IDLE = 0xa000, /* inactive */
-  TW_DUE = 0xb000,  /* in w->firing or w->due: deadline <= now */
-  TW_SLOT = 0xc000  /* in slot (tag & TW_INDEX_MASK) */
+  TW_DUE = 0xc000,  /* in w->firing or w->due: deadline <= now */
+  TW_SLOT = 0xe000  /* in slot (tag & TW_INDEX_MASK) */
 };
 
 struct tw_slot {
@@ -103,15 +107,16 @@ struct tw_pace {
 };
 
 struct tw_wheel {
-  uint64_t now;      /* what tw_now() says: the latest advance's time */
-  uint64_t next_seq; /* start sequence: orders equal deadlines */
-  uint64_t pos;      /* the slots' reference time, <= now */
-  size_t count;      /* active timers */
-  uint64_t moves;    /* timers moved between slots (tw_moves) */
-  int advancing;     /* inside tw_advance: callbacks may be running */
-  int free_pending;  /* tw_wheel_free was called from a callback */
-  int due_unsorted;  /* a start appended a timer due before the last one */
-  size_t collecting; /* the level-0 slot at pos a budget stopped walking */
+  uint64_t now;         /* what tw_now() says: the latest advance's time */
+  uint64_t next_seq;    /* start sequence: orders equal deadlines */
+  uint64_t pos;         /* the slots' reference time, <= now */
+  size_t count;         /* active timers */
+  uint64_t moves;       /* timers moved between slots (tw_moves) */
+  int advancing;        /* inside tw_advance: callbacks may be running */
+  int free_pending;     /* tw_wheel_free was called from a callback */
+  int due_unsorted;     /* a start appended a timer due before the last one */
+  int unfinished;       /* the last advance used up its work budget */
+  size_t collecting;    /* the level-0 slot at pos a budget stopped walking */
   int collect_in_order; /* ... and the firing list it fills is sorted */
   struct tw_level levels[TW_LEVELS];
   struct tw_pace pace[TW_TOP];
@@ -131,12 +136,17 @@ static inline unsigned tw__state(const tw_timer *t) {
   return tw__tag(t) & TW_STATE_MASK;
 }
 
+/* The state, and the slot's index for a timer in a slot. */
+static inline unsigned tw__place(const tw_timer *t) {
+  return tw__tag(t) & TW_PLACE_MASK;
+}
+
 static inline size_t tw__slot_of(const tw_timer *t) {
   return tw__tag(t) & TW_INDEX_MASK;
 }
 
-static inline void tw__set_tag(tw_timer *t, unsigned tag) {
-  t->tw__order = (t->tw__order & ~(uint64_t)TW_TAG_MASK) | tag;
+static inline void tw__set_place(tw_timer *t, unsigned place) {
+  t->tw__order = (t->tw__order & ~(uint64_t)TW_PLACE_MASK) | place;
 }
 
 static inline int tw__is_valid(const tw_timer *t) {
@@ -203,11 +213,10 @@ size_t tw__source_of(uint64_t pos, unsigned level);
 
 /* ---- Moving timers (wheel.c) ---- */
 
-enum tw_end { TW_APPEND, TW_PREPEND };
-
-/* Files a detached timer with deadline > pos in the slot the rule names,
- * at its tail or head. */
-void tw__file(tw_wheel *w, tw_timer *t, enum tw_end end);
+/* Files a detached timer with deadline > pos at the tail of the slot the
+ * rule names. Timers with equal deadlines that arrive out of start order
+ * are put back in order when their level-0 slot is collected. */
+void tw__file(tw_wheel *w, tw_timer *t);
 
 /* Unlinks an active timer from wherever it waits, keeping counts, bitmaps
  * and bounds true. The timer's tag is left as it was. */
@@ -219,13 +228,8 @@ void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline);
 /* Unlinks an active timer and makes it idle. */
 void tw__disarm(tw_wheel *w, tw_timer *t);
 
-/*
- * Moves up to `limit` timers out of slot `index` (not a level-0 slot),
- * re-filing each by the rule against pos, from the slot's tail: a timer
- * whose deadline lies inside the slot goes to the head of its new slot, so
- * that slots read older-drained then newer-started (the order the firing
- * list wants); a stale one goes to the tail. Returns how many moved.
- */
+/* Moves up to `limit` timers out of slot `index` (not a level-0 slot),
+ * re-filing each by the rule against pos. Returns how many moved. */
 size_t tw__drain(tw_wheel *w, size_t index, size_t limit);
 
 /* Re-files every timer of slot `index` against pos (none is due by pos):
@@ -260,13 +264,17 @@ void tw__merge_sorted(tw_link *into, tw_link *from);
 /* Sorts a non-empty list by tw__fires_before. */
 void tw__list_sort(tw_link *head);
 
+/* tw_next_wakeup, with tw_next_expiry in *expiry (advance.c). */
+uint64_t tw__next_times(tw_wheel *w, uint64_t *expiry);
+
 /* ---- Pace (pace.c) ---- */
 
 /* Drains each level's source as far as the pace asks at pos, within
  * `budget` moves; returns the moves made. */
 size_t tw__pace(tw_wheel *w, size_t budget);
 
-/* The earliest time the paced drains want an advance at, TW_NEVER if none. */
-uint64_t tw__maintenance_time(const tw_wheel *w);
+/* The earliest time before `limit` the paced drains want an advance at,
+ * else `limit`. */
+uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit);
 
 #endif /* TW_WHEEL_H */

@@ -1,0 +1,92 @@
+/*
+ * The loop driver: when a loop's one timer must be armed for a wheel (see
+ * twheel.h). Every loop adapter uses it, so the rule lives here once.
+ *
+ * INVARIANT (outside tw_driver_expired): `armed` is never later than the
+ * earliest deadline of an active timer, and is TW_NEVER only when no timer
+ * is active. Starts keep it by lowering it; stops and later resets may leave
+ * it early (a wakeup then fires nothing and re-arms); tw_driver_expired sets
+ * it to the wheel's next wakeup when its slice returns.
+ */
+#include "wheel.h"
+
+#include <errno.h>
+#include <string.h>
+
+int tw_driver_init(tw_driver *d, tw_wheel *w, tw_driver_arm_fn arm) {
+  if (!d || !w || !arm)
+    return -EINVAL;
+  memset(d, 0, sizeof *d);
+  d->wheel = w;
+  d->armed = TW_NEVER;
+  d->tw__arm = arm;
+  d->tw__slice = TW_SLICE;
+  return 0;
+}
+
+/* Sets the loop timer for `at` (TW_NEVER: stops it). */
+static int set(tw_driver *d, uint64_t at, int for_maintenance,
+               int from_expiry) {
+  int rc = d->tw__arm(d, at, from_expiry);
+  d->armed = rc == 0 ? at : TW_NEVER;
+  d->tw__for_maintenance = (unsigned char)for_maintenance;
+  d->stats.rearms++;
+  return rc;
+}
+
+int tw_driver_started(tw_driver *d, uint64_t deadline) {
+  if (d->dispatching || d->closed || deadline >= d->armed)
+    return 0;
+  return set(d, deadline, 0, 0);
+}
+
+void tw_driver_stopped(tw_driver *d) {
+  if (d->dispatching || d->closed || d->armed == TW_NEVER ||
+      tw_count(d->wheel) > 0)
+    return;
+  set(d, TW_NEVER, 0, 0);
+}
+
+int tw_driver_rearm(tw_driver *d, uint64_t at) {
+  if (d->dispatching || d->closed)
+    return 0;
+  if (d->armed < at)
+    return set(d, d->armed, d->tw__for_maintenance, 0);
+  return set(d, at, 0, 0);
+}
+
+/*
+ * A wakeup that runs no callback is "maintenance" when it was armed for the
+ * wheel's paced work, or when its slice ran out before anything was due
+ * (it moved timers that had to move first); otherwise it is "empty": it was
+ * armed for a deadline that has since moved later or gone.
+ */
+size_t tw_driver_expired(tw_driver *d, uint64_t now) {
+  int for_maintenance = d->tw__for_maintenance;
+  uint64_t expiry, wakeup;
+  size_t ran;
+
+  d->armed = TW_NEVER; /* the loop timer fires once per arming */
+  d->dispatching = 1;
+  ran = tw_advance_slice(d->wheel, now, d->tw__slice);
+  d->dispatching = 0;
+  d->stats.wakeups++;
+  d->stats.fired += ran;
+  if (d->closed) { /* a callback closed the loop: the wheel is gone */
+    d->stats.empty_wakeups += ran == 0;
+    return ran;
+  }
+  wakeup = tw__next_times(d->wheel, &expiry);
+  if (ran == 0 && (for_maintenance || wakeup <= tw_now(d->wheel)))
+    d->stats.maintenance++;
+  else if (ran == 0)
+    d->stats.empty_wakeups++;
+  if (wakeup != TW_NEVER)
+    set(d, wakeup, wakeup < expiry, 1);
+  return ran;
+}
+
+void tw_driver_close(tw_driver *d) {
+  if (d)
+    d->closed = 1;
+}

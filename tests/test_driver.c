@@ -1,0 +1,253 @@
+/*
+ * The loop driver (twheel.h, src/driver.c): the one rule every adapter
+ * follows for its loop timer, against a fake loop that records each arm.
+ * Virtual time: exact.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include <twheel.h>
+
+static tw_wheel *wheel;
+static tw_driver driver;
+
+/* The fake loop: every arm the driver asked for. */
+static struct arm_call {
+  uint64_t at;
+  int from_expiry;
+} arms[4096];
+static size_t arms_len;
+static int refuse; /* the next arm fails */
+
+static int fake_arm(tw_driver *d, uint64_t at, int from_expiry) {
+  cr_assert_eq(d, &driver);
+  cr_assert_lt(arms_len, sizeof arms / sizeof arms[0]);
+  arms[arms_len].at = at;
+  arms[arms_len].from_expiry = from_expiry;
+  arms_len++;
+  if (refuse) {
+    refuse = 0;
+    return -1;
+  }
+  return 0;
+}
+
+static void setup(void) {
+  arms_len = 0;
+  refuse = 0;
+  wheel = tw_wheel_new(1000);
+  cr_assert_not_null(wheel);
+  cr_assert_eq(tw_driver_init(&driver, wheel, fake_arm), 0);
+}
+
+static void teardown(void) {
+  tw_wheel_free(wheel);
+}
+
+TestSuite(driver, .init = setup, .fini = teardown);
+
+static int fired;
+static void count_cb(tw_timer *t) {
+  (void)t;
+  fired++;
+}
+
+/* Starts `t` at `deadline` and tells the driver, as an adapter does. */
+static void start_at(tw_timer *t, uint64_t deadline) {
+  cr_assert_eq(tw_timer_start_at(wheel, t, count_cb, deadline, 0), 0);
+  tw_driver_started(&driver, deadline);
+}
+
+static void stop(tw_timer *t) {
+  cr_assert_eq(tw_timer_stop(wheel, t), 0);
+  tw_driver_stopped(&driver);
+}
+
+Test(driver, init_refuses_null_and_arms_nothing) {
+  tw_driver d;
+  cr_assert_eq(tw_driver_init(NULL, wheel, fake_arm), -EINVAL);
+  cr_assert_eq(tw_driver_init(&d, NULL, fake_arm), -EINVAL);
+  cr_assert_eq(tw_driver_init(&d, wheel, NULL), -EINVAL);
+  cr_assert_eq(driver.armed, TW_NEVER);
+  cr_assert_eq(arms_len, 0);
+}
+
+Test(driver, armed_for_the_earliest_start_and_lazy_for_later_ones) {
+  static tw_timer a, b, c;
+  tw_timer_init(&a);
+  tw_timer_init(&b);
+  tw_timer_init(&c);
+  start_at(&a, 1500);
+  cr_assert_eq(arms_len, 1);
+  cr_assert_eq(arms[0].at, 1500);
+  cr_assert_not(arms[0].from_expiry);
+  start_at(&b, 2000); /* later: the loop timer stays */
+  start_at(&a, 3000); /* the idle reset: later, a store; stays too */
+  cr_assert_eq(arms_len, 1);
+  start_at(&c, 1200); /* earlier: re-armed */
+  cr_assert_eq(arms_len, 2);
+  cr_assert_eq(driver.armed, 1200);
+  cr_assert_eq(driver.stats.rearms, 2);
+}
+
+Test(driver, stopped_only_when_the_wheel_is_empty) {
+  static tw_timer a, b;
+  tw_timer_init(&a);
+  tw_timer_init(&b);
+  start_at(&a, 1500);
+  start_at(&b, 1600);
+  stop(&a); /* b is left: lazy, the wakeup at 1500 fires nothing */
+  cr_assert_eq(arms_len, 1);
+  stop(&b);
+  cr_assert_eq(arms_len, 2);
+  cr_assert_eq(arms[1].at, TW_NEVER);
+  cr_assert_eq(driver.armed, TW_NEVER);
+  stop(&b); /* nothing armed, nothing to stop */
+  cr_assert_eq(arms_len, 2);
+}
+
+Test(driver, a_wakeup_fires_what_is_due_and_rearms_from_expiry) {
+  static tw_timer a, b;
+  tw_timer_init(&a);
+  tw_timer_init(&b);
+  start_at(&a, 1500);
+  start_at(&b, 1700);
+  cr_assert_eq(tw_driver_expired(&driver, 1500), 1);
+  cr_assert_eq(fired, 1);
+  cr_assert_eq(driver.armed, 1700);
+  cr_assert_eq(arms[arms_len - 1].at, 1700);
+  cr_assert(arms[arms_len - 1].from_expiry);
+  cr_assert_eq(tw_driver_expired(&driver, 1700), 1);
+  cr_assert_eq(driver.armed, TW_NEVER, "no timer left: nothing armed");
+  cr_assert_eq(driver.stats.wakeups, 2);
+  cr_assert_eq(driver.stats.fired, 2);
+  cr_assert_eq(driver.stats.empty_wakeups, 0);
+}
+
+Test(driver, a_wakeup_for_a_stopped_timer_is_empty_and_rearms_exactly) {
+  static tw_timer a, b;
+  tw_timer_init(&a);
+  tw_timer_init(&b);
+  start_at(&a, 1500);
+  start_at(&b, 1900);
+  stop(&a);
+  cr_assert_eq(tw_driver_expired(&driver, 1500), 0);
+  cr_assert_eq(driver.stats.empty_wakeups, 1);
+  cr_assert_eq(driver.stats.maintenance, 0);
+  cr_assert_eq(driver.armed, 1900);
+}
+
+static tw_timer in_cb_timer;
+static void start_from_callback(tw_timer *t) {
+  (void)t;
+  fired++;
+  /* An earlier deadline started inside the wakeup: no arm now, the driver
+   * re-arms once the slice returns. */
+  start_at(&in_cb_timer, 1550);
+  cr_assert(driver.dispatching);
+}
+
+Test(driver, starts_inside_callbacks_are_armed_when_the_slice_returns) {
+  static tw_timer a, b;
+  tw_timer_init(&a);
+  tw_timer_init(&b);
+  tw_timer_init(&in_cb_timer);
+  cr_assert_eq(tw_timer_start_at(wheel, &a, start_from_callback, 1500, 0), 0);
+  tw_driver_started(&driver, 1500);
+  start_at(&b, 5000);
+  size_t before = arms_len;
+  cr_assert_eq(tw_driver_expired(&driver, 1500), 1);
+  cr_assert_eq(arms_len, before + 1, "exactly one arm, after the slice");
+  cr_assert_eq(driver.armed, 1550);
+}
+
+/* A burst larger than a slice: each wakeup does at most TW_SLICE units and
+ * leaves the loop timer armed for "now" until everything has run. */
+Test(driver, a_burst_is_run_a_slice_per_wakeup) {
+  enum { N = 3 * TW_SLICE };
+  tw_timer *t = calloc(N, sizeof *t);
+  size_t wakeups = 0;
+  cr_assert_not_null(t);
+  for (size_t i = 0; i < N; i++) {
+    tw_timer_init(&t[i]);
+    start_at(&t[i], 1001 + i % 500);
+  }
+  while (driver.armed <= 2000) {
+    uint64_t moves = tw_moves(wheel);
+    size_t ran = tw_driver_expired(&driver, 2000);
+    cr_assert_leq(ran + (tw_moves(wheel) - moves), TW_SLICE);
+    cr_assert_lt(++wakeups, N);
+  }
+  cr_assert_eq(fired, N);
+  cr_assert_geq(wakeups, 3);
+  cr_assert_eq(driver.armed, TW_NEVER);
+  free(t);
+}
+
+/* Paced work a sleeping loop must wake for: counted apart from wakeups that
+ * fired nothing because a timer moved. */
+Test(driver, maintenance_wakeups_are_counted_apart) {
+  enum { N = 20000 };
+  tw_timer *t = calloc(N, sizeof *t);
+  cr_assert_not_null(t);
+  for (size_t i = 0; i < N; i++) {
+    tw_timer_init(&t[i]);
+    start_at(&t[i], 100000 + i % 256); /* one 256-tick slot, far off */
+  }
+  while (driver.armed != TW_NEVER) {
+    cr_assert_leq(driver.armed, tw_next_expiry(wheel));
+    tw_driver_expired(&driver, driver.armed);
+  }
+  cr_assert_eq(fired, N);
+  cr_assert_gt(driver.stats.maintenance, 0);
+  cr_assert_eq(driver.stats.empty_wakeups, 0);
+  free(t);
+}
+
+static void close_from_callback(tw_timer *t) {
+  (void)t;
+  fired++;
+  tw_driver_close(&driver);
+  tw_wheel_free(wheel); /* freed when the advance returns */
+  wheel = NULL;
+}
+
+Test(driver, closed_from_a_callback_it_arms_nothing_more) {
+  static tw_timer a, b;
+  tw_timer_init(&a);
+  tw_timer_init(&b);
+  cr_assert_eq(tw_timer_start_at(wheel, &a, close_from_callback, 1500, 0), 0);
+  tw_driver_started(&driver, 1500);
+  start_at(&b, 1600);
+  size_t before = arms_len;
+  cr_assert_eq(tw_driver_expired(&driver, 1500), 1);
+  cr_assert(driver.closed);
+  cr_assert_eq(arms_len, before);
+  cr_assert_eq(driver.stats.wakeups, 1);
+  tw_driver_started(&driver, 1); /* after close: nothing */
+  cr_assert_eq(arms_len, before);
+}
+
+Test(driver, rearm_forces_the_earlier_of_now_armed_and_given) {
+  static tw_timer a;
+  tw_timer_init(&a);
+  start_at(&a, 1500);
+  cr_assert_eq(tw_driver_rearm(&driver, 1800), 0); /* armed earlier: kept */
+  cr_assert_eq(arms_len, 2);
+  cr_assert_eq(arms[1].at, 1500);
+  cr_assert_eq(tw_driver_rearm(&driver, 1001), 0);
+  cr_assert_eq(driver.armed, 1001);
+}
+
+Test(driver, a_refused_arm_is_returned_and_nothing_is_armed) {
+  static tw_timer a;
+  tw_timer_init(&a);
+  cr_assert_eq(tw_timer_start_at(wheel, &a, count_cb, 1500, 0), 0);
+  refuse = 1;
+  cr_assert_eq(tw_driver_started(&driver, 1500), -1);
+  cr_assert_eq(driver.armed, TW_NEVER);
+  cr_assert_eq(tw_driver_started(&driver, 1500), 0); /* retried: armed */
+  cr_assert_eq(driver.armed, 1500);
+}
