@@ -2,11 +2,11 @@
  * twheel core in a loop of its own, time in ms of CLOCK_MONOTONIC, driven
  * in one of two ways:
  *
- *  - CORE_POLL 0 (row "tw"): the way the adapters drive it. The loop keeps
- *    `armed`, the time it must wake at: it advances the wheel only when the
- *    clock reaches it and then asks tw_next_expiry() again; a start earlier
- *    than `armed` lowers it; a stop or a later reset leaves it (the wakeup
- *    may then fire nothing). Starts are absolute (tw_timer_start_at from
+ *  - CORE_POLL 0 (row "tw"): the way the adapters drive it, with a
+ *    tw_driver whose loop timer is `armed`: the loop runs the driver's
+ *    slice of the wheel only when the clock reaches it; starts and stops
+ *    tell the driver (a start earlier than `armed` lowers it, a stop or a
+ *    later reset leaves it). Starts are absolute (tw_timer_start_at from
  *    the loop's clock), since tw_now() only moves at wakeups.
  *  - CORE_POLL 1 (row "twpoll", impl_corepoll.c): examples/poll-loop.c,
  *    every iteration calls tw_advance() and tw_next_expiry(), and starts
@@ -26,9 +26,11 @@
 struct impl {
   tw_wheel *w;
   tw_timer *idle, *req;
-  uint64_t now;           /* the loop's clock (ms) at this iteration */
-  uint64_t armed;         /* when the loop must wake next */
-  uint64_t wakeups, empty; /* iterations at or past `armed`; ones that fired nothing */
+  uint64_t now;            /* the loop's clock (ms) at this iteration */
+  tw_driver driver;        /* row "tw": its `armed` is the loop's timer */
+  uint64_t armed;          /* row "twpoll": when the loop would wake next */
+  uint64_t wakeups, empty; /* row "twpoll": iterations at or past `armed`,
+                              and the ones that fired nothing */
   int track;
 };
 
@@ -39,12 +41,22 @@ static struct impl *self;
 #endif
 #include "scenarios.h"
 
-static uint64_t now_ms(void) { return bench_loop_ns() / BENCH_NS_PER_MS; }
+static uint64_t now_ms(void) {
+  return bench_loop_ns() / BENCH_NS_PER_MS;
+}
 
 static void on_fire(tw_timer *t) {
   bench_fired_one();
   if (self->track)
     bench_track_fire((uint32_t)(t - self->idle));
+}
+
+/* The driver's `arm`: this loop's timer is the time it compares with. */
+static int arm(tw_driver *d, uint64_t at, int from_expiry) {
+  (void)d;
+  (void)at;
+  (void)from_expiry;
+  return 0; /* the loop reads d->armed */
 }
 
 static int h_open(struct impl *x, const struct bench_params *p) {
@@ -53,7 +65,7 @@ static int h_open(struct impl *x, const struct bench_params *p) {
   x->w = tw_wheel_new(x->now);
   x->armed = TW_NEVER;
   x->track = bench_is_spread(p);
-  return x->w ? 0 : 1;
+  return x->w ? tw_driver_init(&x->driver, x->w, arm) != 0 : 1;
 }
 
 static void init_all(tw_timer *t, uint32_t n) {
@@ -76,8 +88,7 @@ static inline void start(struct impl *x, tw_timer *t, uint32_t timeout_ms) {
 #else
   uint64_t deadline = x->now + timeout_ms;
   tw_timer_start_at(x->w, t, on_fire, deadline, 0);
-  if (deadline < x->armed)
-    x->armed = deadline;
+  tw_driver_started(&x->driver, deadline);
 #endif
 }
 
@@ -92,16 +103,10 @@ static void h_req_start(struct impl *x, uint32_t i) {
 
 static void h_req_stop(struct impl *x, uint32_t i) {
   tw_timer_stop(x->w, &x->req[i]);
-}
-
 #if !CORE_POLL
-static void wake(struct impl *x) {
-  size_t ran = tw_advance(x->w, x->now, TW_ALL);
-  x->wakeups++;
-  x->empty += ran == 0;
-  x->armed = tw_next_expiry(x->w);
-}
+  tw_driver_stopped(&x->driver);
 #endif
+}
 
 static void h_tick(struct impl *x) {
   x->now = now_ms();
@@ -112,8 +117,8 @@ static void h_tick(struct impl *x) {
     x->empty += ran == 0;
   }
 #else
-  if (x->now >= x->armed)
-    wake(x);
+  if (x->now >= x->driver.armed) /* the loop timer fires: one slice */
+    tw_driver_expired(&x->driver, x->now);
 #endif
 }
 
@@ -128,12 +133,20 @@ static void h_tick_end(struct impl *x) {
 static void h_drive(struct impl *x, struct run *r, uint64_t ticks,
                     batch_fn batch) {
   x->wakeups = x->empty = 0;
+#if !CORE_POLL
+  x->driver.stats.wakeups = x->driver.stats.empty_wakeups = 0;
+#endif
   run_ticks(x, r, ticks, batch);
 }
 
 static void h_stats(struct impl *x) {
+#if CORE_POLL
   bench_kv("adapter_wakeups", (double)x->wakeups);
   bench_kv("adapter_empty", (double)x->empty);
+#else
+  bench_kv("adapter_wakeups", (double)x->driver.stats.wakeups);
+  bench_kv("adapter_empty", (double)x->driver.stats.empty_wakeups);
+#endif
 }
 
 #if !CORE_POLL
@@ -143,27 +156,33 @@ static void h_refresh(struct impl *x) {
   x->now = (bench_loop_ns() + BENCH_NS_PER_MS - 1) / BENCH_NS_PER_MS;
 }
 
+/* One loop iteration after another (a slice each) until nothing is due. */
 static void h_expire(struct impl *x) {
   x->now = now_ms();
-  wake(x);
+  while (x->now >= x->driver.armed)
+    tw_driver_expired(&x->driver, x->now);
 }
 
 static void h_run(struct impl *x) {
   while (tw_count(x->w) > 0) {
-    uint64_t now = now_ms(), next = x->armed;
+    uint64_t now = now_ms(), next = x->driver.armed;
     int wait = next <= now ? 0 : next - now > 60000 ? 60000 : (int)(next - now);
     bench_poll_enter();
     poll(NULL, 0, wait); /* a server's sockets would go here */
     bench_poll_exit();
     x->now = now_ms();
-    if (x->now >= x->armed)
-      wake(x);
+    if (x->now >= x->driver.armed)
+      tw_driver_expired(&x->driver, x->now);
   }
 }
 
-static size_t h_timer_size(void) { return sizeof(tw_timer); }
+static size_t h_timer_size(void) {
+  return sizeof(tw_timer);
+}
 
-static size_t h_loop_size(void) { return 0; /* tw_wheel_new allocates it */ }
+static size_t h_loop_size(void) {
+  return 0; /* tw_wheel_new allocates it */
+}
 
 BENCH_IMPL_DEFINE(bench_impl_core, "tw", "twheel core");
 #else

@@ -1,5 +1,6 @@
 /* The smallest complete use of twheel: a poll() loop with one timeout for
- * any number of timers. Real time in ms from CLOCK_MONOTONIC. */
+ * any number of timers, kept by a tw_driver (the rule the libuv and
+ * libevent adapters use too). Real time in ms from CLOCK_MONOTONIC. */
 #define _POSIX_C_SOURCE 200809L
 #include <poll.h>
 #include <stdio.h>
@@ -34,12 +35,19 @@ static void on_tick(tw_timer *t) {
     tw_timer_stop(t->data, t);
 }
 
+/* The loop's one timer is the poll() timeout: it reads driver.armed. */
+static int arm(tw_driver *d, uint64_t at, int from_expiry) {
+  (void)d, (void)at, (void)from_expiry;
+  return 0;
+}
+
 int main(void) {
   tw_wheel *wheel = tw_wheel_new(now_ms());
+  tw_driver driver;
   struct request requests[5];
   tw_timer tick;
 
-  if (!wheel)
+  if (!wheel || tw_driver_init(&driver, wheel, arm) != 0)
     return 1;
   for (int i = 0; i < 5; i++) {
     requests[i].id = i;
@@ -48,16 +56,19 @@ int main(void) {
     requests[i].due = tw_now(wheel) + 30 + 40 * (uint64_t)i;
     tw_timer_start_at(wheel, &requests[i].timeout, on_timeout, requests[i].due,
                       0);
+    tw_driver_started(&driver, requests[i].due);
   }
   tw_timer_init(&tick);
   tick.data = wheel;
   tw_timer_start(wheel, &tick, on_tick, 50, 50);
+  tw_driver_started(&driver, tw_timer_deadline(&tick));
 
   while (tw_count(wheel) > 0) {
-    uint64_t next = tw_next_expiry(wheel), now = now_ms();
+    uint64_t next = driver.armed, now = now_ms();
     int wait = next <= now ? 0 : next - now > 60000 ? 60000 : (int)(next - now);
     poll(NULL, 0, wait); /* your sockets go here */
-    tw_advance(wheel, now_ms(), TW_ALL);
+    if (now_ms() >= driver.armed)
+      tw_driver_expired(&driver, now_ms());
   }
   tw_wheel_free(wheel);
   printf("done, %d early\n", early);

@@ -1,11 +1,7 @@
 /*
- * twheel-event: drives one wheel (in ms) from one libevent timer event.
- *
- * INVARIANT (outside on_wakeup): the timer event is added for `armed`, and
- * armed <= tw_next_expiry(wheel); it is not added (armed == TW_NEVER) only
- * when the wheel is empty. An add earlier than `armed` moves the event; an
- * add at or after it, or a delete, leaves it alone: the wakeup at `armed`
- * then finds nothing due (counted) and re-arms for the true next expiry.
+ * twheel-event: one wheel (in ms) behind one libevent timer event, kept
+ * armed by a tw_driver (twheel.h), which holds the arming rule; this file is
+ * the glue to libevent: its clocks, timevals and callbacks.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "twheel-event.h"
@@ -26,19 +22,15 @@
 #define COMMON_TIMEOUT_MAGIC_MASK 0xf0000000L
 #define COMMON_TIMEOUT_USEC_MASK 0x000fffffL
 
-/* tw__period: the EV_PERSIST flag of the assign, then the period in ms. */
-#define TW_EV__PERSIST ((uint64_t)1 << 63)
-#define PERIOD_MS(t) ((t)->tw__period & ~TW_EV__PERSIST)
-
 struct tw_ev {
   struct event_base *base;
   struct event *ev; /* the one timer event */
-  tw_wheel *wheel;
-  uint64_t armed; /* ms the event is added for; TW_NEVER: not added */
-  int entered;    /* inside on_wakeup: it re-arms when the advance returns */
-  int closed;     /* tw_ev_free was called inside on_wakeup */
-  tw_stats stats;
+  tw_driver driver; /* closed once tw_ev_free was called */
 };
+
+static tw_ev *adapter_of(tw_driver *driver) {
+  return (tw_ev *)(void *)((char *)driver - offsetof(tw_ev, driver));
+}
 
 /* libevent's default clock; it is never ahead of CLOCK_MONOTONIC. */
 #ifdef CLOCK_MONOTONIC_COARSE
@@ -89,31 +81,33 @@ static uint64_t duration_ns(const struct timeval *tv) {
 }
 
 static void on_wakeup(evutil_socket_t fd, short what, void *arg);
+static int arm(tw_driver *driver, uint64_t at, int from_expiry);
 
 tw_ev *tw_ev_new(struct event_base *base) {
   tw_ev *d;
+  tw_wheel *wheel;
   if (!base || !(d = calloc(1, sizeof *d)))
     return NULL;
   d->base = base;
-  d->armed = TW_NEVER;
-  d->wheel = tw_wheel_new(clock_ns(CLOCK_MONOTONIC) / NS_PER_MS);
+  wheel = tw_wheel_new(clock_ns(CLOCK_MONOTONIC) / NS_PER_MS);
   d->ev = event_new(base, -1, 0, on_wakeup, d);
-  if (!d->wheel || !d->ev) {
-    tw_wheel_free(d->wheel);
+  if (!wheel || !d->ev) {
+    tw_wheel_free(wheel);
     if (d->ev)
       event_free(d->ev);
     free(d);
     return NULL;
   }
+  tw_driver_init(&d->driver, wheel, arm);
   return d;
 }
 
 void tw_ev_free(tw_ev *d) {
-  if (!d || d->closed)
+  if (!d || d->driver.closed)
     return;
-  tw_wheel_free(d->wheel); /* every timer inactive now, never called */
-  if (d->entered) {        /* on_wakeup frees the rest when it returns */
-    d->closed = 1;
+  tw_driver_close(&d->driver);
+  tw_wheel_free(d->driver.wheel); /* every timer inactive now, never called */
+  if (d->driver.dispatching) {    /* on_wakeup frees the rest on return */
     event_del(d->ev);
     return;
   }
@@ -122,107 +116,73 @@ void tw_ev_free(tw_ev *d) {
 }
 
 tw_wheel *tw_ev_wheel(tw_ev *d) {
-  return d && !d->closed ? d->wheel : NULL;
+  return d && !d->driver.closed ? d->driver.wheel : NULL;
 }
 
 int tw_ev_stats(const tw_ev *d, tw_stats *out) {
-  if (!d || !out || d->closed)
+  if (!d || !out || d->driver.closed)
     return -1;
-  *out = d->stats;
+  *out = d->driver.stats;
   return 0;
 }
 
 /*
- * Adds the event for `deadline` (ms of CLOCK_MONOTONIC). libevent counts the
- * wait from its own clock, CLOCK_MONOTONIC_COARSE by default, which lags the
- * precise one by up to a tick: measuring the wait from that clock keeps it
- * from waking before the deadline (a base with EVENT_BASE_FLAG_PRECISE_TIMER
- * wakes up to a tick later instead). A deadline already reached waits 0.
+ * The driver's `arm`: adds the event for `at` (ms of CLOCK_MONOTONIC), or
+ * deletes it for TW_NEVER. libevent counts the wait from its own clock,
+ * CLOCK_MONOTONIC_COARSE by default, which lags the precise one by up to a
+ * tick: measuring the wait from that clock keeps it from waking before the
+ * deadline (a base with EVENT_BASE_FLAG_PRECISE_TIMER wakes up to a tick
+ * later instead). A time already reached waits 0.
  */
-static int arm(tw_ev *d, uint64_t deadline) {
-  uint64_t target =
-      deadline >= NS_MAX / NS_PER_MS ? NS_MAX : deadline * NS_PER_MS;
+static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
+  tw_ev *d = adapter_of(driver);
+  uint64_t target = at >= NS_MAX / NS_PER_MS ? NS_MAX : at * NS_PER_MS;
   uint64_t from = clock_ns(LOOP_CLOCK);
   uint64_t wait = 0;
   struct timeval tv;
 
+  (void)from_expiry; /* libevent never reruns an event in the same pass */
+  if (at == TW_NEVER)
+    return event_del(d->ev) == 0 ? 0 : -1;
   if (target > from && target > clock_ns(CLOCK_MONOTONIC))
-    wait = target - from; /* not due yet */
-
+    wait = target - from;                    /* not due yet */
   wait = (wait + NS_PER_US - 1) / NS_PER_US; /* us, rounded up */
   tv.tv_sec = (time_t)(wait / US_PER_S);
   tv.tv_usec = (suseconds_t)(wait % US_PER_S);
-  d->stats.rearms++;
-  if (event_add(d->ev, &tv) != 0) {
-    d->armed = TW_NEVER;
-    return -1;
-  }
-  d->armed = deadline;
-  return 0;
-}
-
-static void disarm(tw_ev *d) {
-  if (d->armed == TW_NEVER)
-    return;
-  d->stats.rearms++;
-  event_del(d->ev);
-  d->armed = TW_NEVER;
+  return event_add(d->ev, &tv) == 0 ? 0 : -1;
 }
 
 static void on_wakeup(evutil_socket_t fd, short what, void *arg) {
   tw_ev *d = arg;
-  size_t ran;
-  uint64_t next;
   (void)fd;
   (void)what;
-
-  d->armed = TW_NEVER; /* a one-shot event: no longer added */
-  d->stats.wakeups++;
-  d->entered = 1;
-  ran = tw_advance(d->wheel, clock_ns(CLOCK_MONOTONIC) / NS_PER_MS, TW_ALL);
-  d->entered = 0;
-  if (d->closed) { /* tw_ev_free ran in a callback; the wheel is gone */
+  tw_driver_expired(&d->driver, clock_ns(CLOCK_MONOTONIC) / NS_PER_MS);
+  if (d->driver.closed) { /* tw_ev_free ran in a callback */
     event_free(d->ev);
     free(d);
-    return;
   }
-  d->stats.fired += ran;
-  d->stats.empty_wakeups += ran == 0;
-  next = tw_next_expiry(d->wheel);
-  if (next != TW_NEVER)
-    arm(d, next); /* on failure the next add retries */
 }
 
-/* The wheel's callback for every tw_ev_timer: libevent's persist rule,
- * then the user's callback. `t` may be freed by it: not touched after. */
+/* The wheel's callback for every tw_ev_timer. The wheel has already
+ * re-armed an EV_PERSIST one (at its deadline + period: its fixed rate),
+ * as libevent does before the callback. `t` may be freed by the callback:
+ * not touched after. */
 static void on_timer(tw_timer *timer) {
   tw_ev_timer *t =
       (tw_ev_timer *)(void *)((char *)timer - offsetof(tw_ev_timer, tw__timer));
-  event_callback_fn cb = t->tw__cb;
-  void *arg = timer->data;
-  uint64_t period = PERIOD_MS(t);
-
-  if (period) {
-    tw_wheel *w = t->tw__d->wheel;
-    uint64_t next = t->tw__deadline + period;
-    if (next < tw_now(w))
-      next = tw_now(w) + period;
-    t->tw__deadline = next;
-    tw_timer_start_at(w, timer, on_timer, next, 0);
-  }
-  cb(-1, EV_TIMEOUT, arg);
+  t->tw__cb(-1, EV_TIMEOUT, t->tw__arg);
 }
 
 int tw_ev_timer_assign(tw_ev_timer *t, tw_ev *d, short flags,
                        event_callback_fn cb, void *arg) {
-  if (!t || !d || !cb || d->closed || (flags & ~(EV_TIMEOUT | EV_PERSIST)))
+  if (!t || !d || !cb || d->driver.closed ||
+      (flags & ~(EV_TIMEOUT | EV_PERSIST)))
     return -1;
   tw_timer_init(&t->tw__timer);
-  t->tw__timer.data = arg;
-  t->tw__d = d;
+  t->tw__timer.data = d;
+  tw_timer_set_fixed_rate(&t->tw__timer, (flags & EV_PERSIST) != 0);
   t->tw__cb = cb;
-  t->tw__deadline = TW_NEVER;
-  t->tw__period = (flags & EV_PERSIST) ? TW_EV__PERSIST : 0;
+  t->tw__arg = arg;
   return 0;
 }
 
@@ -245,9 +205,9 @@ void tw_ev_timer_free(tw_ev_timer *t) {
 
 int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
   tw_ev *d;
-  uint64_t now, span, deadline;
+  uint64_t now, span, deadline, period;
 
-  if (!t || !(d = t->tw__d) || d->closed)
+  if (!t || !(d = t->tw__timer.data) || d->driver.closed)
     return -1;
   if (!tv)
     return 0; /* keeps a pending deadline; a timer not pending stays so */
@@ -256,27 +216,22 @@ int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
   /* Never early: the first ms whose start is at or after now + span. A
    * zero span is due at once (any later wakeup is after the add). */
   deadline = span ? ceil_ms(saturating_add(now, span)) : now / NS_PER_MS;
-  if (tw_timer_start_at(d->wheel, &t->tw__timer, on_timer, deadline, 0) != 0)
+  period = tw_timer_is_fixed_rate(&t->tw__timer) ? ceil_ms(span) : 0;
+  if (tw_timer_start_at(d->driver.wheel, &t->tw__timer, on_timer, deadline,
+                        period) != 0)
     return -1;
-  t->tw__deadline = deadline;
-  if (t->tw__period & TW_EV__PERSIST)
-    t->tw__period = TW_EV__PERSIST | ceil_ms(span);
-  if (d->entered)
-    return 0; /* on_wakeup re-arms after the advance */
   /*
-   * Earlier than armed: move the event. Due by the next ms: re-add it even
-   * if it is armed earlier, because it may already be activated in this
-   * loop iteration, and re-adding cancels that activation, so a zero
-   * timeout added from an I/O callback runs in the next iteration, never
-   * in this one.
+   * Due by the next ms: re-add the event even if it is armed earlier,
+   * because it may already be activated in this loop iteration, and
+   * re-adding cancels that activation, so a zero timeout added from an I/O
+   * callback runs in the next iteration, never in this one.
    */
-  if (deadline < d->armed || deadline <= now / NS_PER_MS + 1) {
-    if (arm(d, deadline < d->armed ? deadline : d->armed) != 0) {
-      tw_timer_stop(d->wheel, &t->tw__timer);
-      if (tw_count(d->wheel) == 0)
-        disarm(d);
-      return -1;
-    }
+  if ((deadline <= now / NS_PER_MS + 1
+           ? tw_driver_rearm(&d->driver, deadline)
+           : tw_driver_started(&d->driver, deadline)) != 0) {
+    tw_timer_stop(d->driver.wheel, &t->tw__timer);
+    tw_driver_stopped(&d->driver);
+    return -1;
   }
   return 0;
 }
@@ -287,10 +242,9 @@ int tw_ev_timer_del(tw_ev_timer *t) {
     return -1;
   if (!tw_timer_is_active(&t->tw__timer))
     return 0; /* never touches the adapter: safe after tw_ev_free */
-  d = t->tw__d;
-  tw_timer_stop(d->wheel, &t->tw__timer);
-  if (!d->entered && tw_count(d->wheel) == 0)
-    disarm(d); /* an empty wheel must not keep the loop alive */
+  d = t->tw__timer.data;
+  tw_timer_stop(d->driver.wheel, &t->tw__timer);
+  tw_driver_stopped(&d->driver); /* an empty wheel keeps no loop alive */
   return 0;
 }
 
@@ -300,7 +254,8 @@ int tw_ev_timer_pending(const tw_ev_timer *t, struct timeval *tv) {
   if (tv) {
     int64_t mono_us = (int64_t)(clock_ns(CLOCK_MONOTONIC) / NS_PER_US);
     int64_t wall_us = (int64_t)(clock_ns(CLOCK_REALTIME) / NS_PER_US);
-    int64_t at_us = (int64_t)(t->tw__deadline * 1000) - mono_us + wall_us;
+    int64_t at_us =
+        (int64_t)(tw_timer_deadline(&t->tw__timer) * 1000) - mono_us + wall_us;
     int64_t usec = at_us % US_PER_S;
     tv->tv_sec = (time_t)(at_us / US_PER_S - (usec < 0));
     tv->tv_usec = (suseconds_t)(usec < 0 ? usec + US_PER_S : usec);

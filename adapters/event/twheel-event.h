@@ -69,11 +69,10 @@ typedef struct tw_ev_timer tw_ev_timer;
  * 128 bytes on x86-64.
  */
 struct tw_ev_timer {
-  tw_timer tw__timer;       /* private: the wheel's timer; data = arg */
-  tw_ev *tw__d;             /* private: the adapter */
-  event_callback_fn tw__cb; /* private */
-  uint64_t tw__deadline;    /* private: ms, CLOCK_MONOTONIC, of the last arm */
-  uint64_t tw__period;      /* private: TW_EV__PERSIST bit | period in ms */
+  tw_timer tw__timer;       /* private: in the adapter's wheel, data = it;
+                               EV_PERSIST is its fixed rate */
+  event_callback_fn tw__cb; /* private: the callback of the assign */
+  void *tw__arg;            /* private: and its argument */
 };
 
 /*

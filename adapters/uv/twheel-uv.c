@@ -1,16 +1,12 @@
 /*
- * The libuv adapter: one wheel and one uv_timer_t per loop.
+ * The libuv adapter: one wheel and one uv_timer_t per loop, kept armed by a
+ * tw_driver (twheel.h), which holds the arming rule; this file is the glue
+ * to libuv, and the liveness of the shared handles.
  *
- * INVARIANT (outside this adapter's callbacks): `armed` is never later than
- * the earliest deadline of an active timer. It is the deadline the loop
- * timer is set for, or TW_NEVER when none is pending. A start earlier than
- * `armed` re-arms; a later start, or a stop that leaves timers, only moves
- * the wheel (lazy: the wakeup at `armed` may fire nothing, and re-arms).
- * While `dispatching`, the loop timer is idle and nothing is armed: the
- * wheel's exact next expiry is read once when tw_advance() returns.
- * `deferred`: the next expiry was already due when the callbacks returned;
- * the prepare handle arms the loop timer before the next poll, which keeps
- * libuv 1.44 from rerunning it in the same timer pass.
+ * `deferred`: the driver re-armed for a time already due from inside the
+ * timer's own callback; the prepare handle starts the uv_timer_t before the
+ * next poll instead, which keeps libuv 1.44 from rerunning it in the same
+ * timer pass (I/O and check callbacks run between two calls).
  */
 #define _POSIX_C_SOURCE 200809L /* uv.h needs POSIX types under -std=c11 */
 #include "twheel-uv.h"
@@ -24,15 +20,11 @@ struct tw_uv {
   uv_timer_t timer;     /* the one loop timer */
   uv_prepare_t prepare; /* arms a due-now loop timer outside the timer phase */
   uv_loop_t *loop;
-  tw_wheel *wheel;    /* NULL once closing */
-  uint64_t armed;     /* see the invariant above */
+  tw_driver driver;   /* its wheel is the adapter's; closed once closing */
   size_t refd_active; /* active timers that are referenced */
-  tw_stats stats;
   void (*close_cb)(tw_uv *d);
-  int open_handles;          /* shared handles libuv has not closed yet */
-  unsigned char dispatching; /* inside tw_advance() from on_timer */
-  unsigned char deferred;    /* `armed` is held by the prepare handle */
-  unsigned char closing;
+  int open_handles;       /* shared handles libuv has not closed yet */
+  unsigned char deferred; /* the loop timer waits for the prepare phase */
 };
 
 static tw_uv_timer_t *handle_of(tw_timer *t) {
@@ -44,8 +36,12 @@ static tw_uv *owner_of(const tw_uv_timer_t *h) {
   return h ? h->tw__timer.data : NULL;
 }
 
+static tw_uv *adapter_of(tw_driver *driver) {
+  return (tw_uv *)(void *)((char *)driver - offsetof(tw_uv, driver));
+}
+
 /* uv_now() + timeout, saturated where the wheel saturates (TW_NEVER - 1),
- * so that `armed` compares with the deadline the wheel really keeps. */
+ * so that the driver compares with the deadline the wheel really keeps. */
 static uint64_t deadline_after(uv_loop_t *loop, uint64_t timeout) {
   uint64_t now = uv_now(loop);
   return timeout >= TW_NEVER - 1 - now ? TW_NEVER - 1 : now + timeout;
@@ -66,67 +62,37 @@ static void refd_dec(tw_uv *d) {
   }
 }
 
-static void on_timer(uv_timer_t *timer);
-
-/* Sets the loop timer for `deadline` (0 ms when already due). */
-static void arm(tw_uv *d, uint64_t deadline) {
-  uint64_t now = uv_now(d->loop);
-  if (d->deferred) {
-    uv_prepare_stop(&d->prepare);
-    d->deferred = 0;
-  }
-  uv_timer_start(&d->timer, on_timer, deadline > now ? deadline - now : 0, 0);
-  d->armed = deadline;
-  d->stats.rearms++;
-}
-
-static void disarm(tw_uv *d) {
-  if (d->armed == TW_NEVER)
-    return;
-  if (d->deferred) {
-    uv_prepare_stop(&d->prepare);
-    d->deferred = 0;
-  } else {
-    uv_timer_stop(&d->timer);
-    d->stats.rearms++;
-  }
-  d->armed = TW_NEVER;
+static void on_timer(uv_timer_t *timer) {
+  tw_uv *d = timer->data;
+  tw_driver_expired(&d->driver, uv_now(d->loop));
 }
 
 static void on_prepare(uv_prepare_t *prepare) {
   tw_uv *d = prepare->data;
-  uint64_t next = tw_next_expiry(d->wheel);
   uv_prepare_stop(prepare);
   d->deferred = 0;
-  d->armed = TW_NEVER;
-  if (next != TW_NEVER)
-    arm(d, next);
+  uv_timer_start(&d->timer, on_timer, 0, 0);
 }
 
-static void on_timer(uv_timer_t *timer) {
-  tw_uv *d = timer->data;
-  uint64_t next;
-  size_t ran;
+/* The driver's `arm`: sets the uv_timer_t for `at` in uv_now() ms. */
+static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
+  tw_uv *d = adapter_of(driver);
+  uint64_t now = uv_now(d->loop);
 
-  d->armed = TW_NEVER; /* libuv stopped the one-shot loop timer */
-  d->dispatching = 1;
-  ran = tw_advance(d->wheel, uv_now(d->loop), TW_ALL);
-  d->dispatching = 0;
-  d->stats.wakeups++;
-  d->stats.empty_wakeups += ran == 0;
-  d->stats.fired += ran;
-  if (d->closing) /* tw_uv_close from a callback: the wheel is gone */
-    return;
-  next = tw_next_expiry(d->wheel);
-  if (next == TW_NEVER)
-    return;
-  if (next <= uv_now(d->loop)) { /* re-arming here would rerun at once */
+  if (d->deferred) {
+    uv_prepare_stop(&d->prepare);
+    d->deferred = 0;
+  }
+  if (at == TW_NEVER) {
+    uv_timer_stop(&d->timer);
+  } else if (from_expiry && at <= now) { /* it would rerun at once */
+    uv_timer_stop(&d->timer);
     uv_prepare_start(&d->prepare, on_prepare);
     d->deferred = 1;
-    d->armed = next;
   } else {
-    arm(d, next);
+    uv_timer_start(&d->timer, on_timer, at > now ? at - now : 0, 0);
   }
+  return 0;
 }
 
 /* The wheel's callback for every timer: liveness, then the user's. */
@@ -139,16 +105,16 @@ static void fire(tw_timer *t) {
 
 int tw_uv_init(uv_loop_t *loop, tw_uv **out) {
   tw_uv *d;
+  tw_wheel *wheel;
   if (!loop || !out)
     return UV_EINVAL;
   d = calloc(1, sizeof *d);
-  if (!d)
-    return UV_ENOMEM;
-  d->wheel = tw_wheel_new(uv_now(loop));
-  if (!d->wheel) {
+  wheel = d ? tw_wheel_new(uv_now(loop)) : NULL;
+  if (!wheel) {
     free(d);
     return UV_ENOMEM;
   }
+  tw_driver_init(&d->driver, wheel, arm);
   /* Neither can fail on a live loop (libuv 1.44 to 1.48). */
   uv_timer_init(loop, &d->timer);
   uv_prepare_init(loop, &d->prepare);
@@ -156,7 +122,6 @@ int tw_uv_init(uv_loop_t *loop, tw_uv **out) {
   uv_unref((uv_handle_t *)&d->timer);
   uv_unref((uv_handle_t *)&d->prepare);
   d->loop = loop;
-  d->armed = TW_NEVER;
   d->open_handles = 2;
   *out = d;
   return 0;
@@ -172,22 +137,20 @@ static void on_handle_closed(uv_handle_t *handle) {
 }
 
 void tw_uv_close(tw_uv *d, void (*close_cb)(tw_uv *d)) {
-  if (!d || d->closing)
+  if (!d || d->driver.closed)
     return;
-  d->closing = 1;
+  tw_driver_close(&d->driver);
   d->close_cb = close_cb;
   /* Inside a callback the wheel is freed when tw_advance returns. */
-  tw_wheel_free(d->wheel);
-  d->wheel = NULL;
+  tw_wheel_free(d->driver.wheel);
   d->refd_active = 0;
-  d->armed = TW_NEVER;
   d->deferred = 0;
   uv_close((uv_handle_t *)&d->timer, on_handle_closed);
   uv_close((uv_handle_t *)&d->prepare, on_handle_closed);
 }
 
 tw_wheel *tw_uv_wheel(tw_uv *d) {
-  return d ? d->wheel : NULL;
+  return d && !d->driver.closed ? d->driver.wheel : NULL;
 }
 
 uv_loop_t *tw_uv_loop(const tw_uv *d) {
@@ -197,12 +160,12 @@ uv_loop_t *tw_uv_loop(const tw_uv *d) {
 int tw_uv_stats(const tw_uv *d, tw_stats *out) {
   if (!d || !out)
     return UV_EINVAL;
-  *out = d->stats;
+  *out = d->driver.stats;
   return 0;
 }
 
 int tw_uv_timer_init(tw_uv *d, tw_uv_timer_t *handle) {
-  if (!d || !handle || d->closing)
+  if (!d || !handle || d->driver.closed)
     return UV_EINVAL;
   tw_timer_init(&handle->tw__timer);
   handle->tw__timer.data = d;
@@ -217,17 +180,17 @@ int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
   uint64_t deadline;
   int was_active;
 
-  if (!d || !cb || d->closing)
+  if (!d || !cb || d->driver.closed)
     return UV_EINVAL;
   was_active = tw_timer_is_active(&handle->tw__timer);
   deadline = deadline_after(d->loop, timeout);
-  if (tw_timer_start_at(d->wheel, &handle->tw__timer, fire, deadline, repeat))
+  if (tw_timer_start_at(d->driver.wheel, &handle->tw__timer, fire, deadline,
+                        repeat))
     return UV_EINVAL; /* not initialised */
   handle->tw__cb = cb;
   if (!was_active && (handle->tw__flags & TW_UV__REF))
     refd_inc(d);
-  if (deadline < d->armed && !d->dispatching)
-    arm(d, deadline);
+  tw_driver_started(&d->driver, deadline);
   return 0;
 }
 
@@ -238,21 +201,18 @@ int tw_uv_timer_stop(tw_uv_timer_t *handle) {
     return UV_EINVAL;
   if (!tw_timer_is_active(&handle->tw__timer))
     return 0; /* also every timer of a closing adapter */
-  tw_timer_stop(d->wheel, &handle->tw__timer);
+  tw_timer_stop(d->driver.wheel, &handle->tw__timer);
   if (handle->tw__flags & TW_UV__REF)
     refd_dec(d);
-  if (d->dispatching)
-    return 0; /* the next expiry is read when the callbacks return */
-  if (tw_count(d->wheel) == 0)
-    disarm(d);
-  return 0; /* lazy otherwise: see the invariant at the top */
+  tw_driver_stopped(&d->driver);
+  return 0;
 }
 
 int tw_uv_timer_again(tw_uv_timer_t *handle) {
   tw_uv *d = owner_of(handle);
   uint64_t repeat;
 
-  if (!d || !handle->tw__cb || d->closing)
+  if (!d || !handle->tw__cb || d->driver.closed)
     return UV_EINVAL;
   repeat = tw_timer_get_repeat(&handle->tw__timer);
   if (repeat == 0)
