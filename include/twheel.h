@@ -193,6 +193,15 @@ TW_EXTERN uint64_t tw_next_expiry(tw_wheel *w);
 TW_EXTERN size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire);
 
 /*
+ * From inside a callback: the advance running now returns as soon as that
+ * callback returns (libevent's event_base_loopbreak). Timers due and not
+ * run yet stay due, in order, and run first at the next advance; until
+ * then tw_next_expiry() is <= tw_now(w). Outside an advance, or for NULL,
+ * nothing happens.
+ */
+TW_EXTERN void tw_break(tw_wheel *w);
+
+/*
  * When the caller should call tw_advance() next: tw_next_expiry(), or an
  * earlier time at which the wheel wants an advance to move timers down
  * ahead of their deadlines (a "maintenance" wakeup, which fires nothing),

@@ -247,6 +247,8 @@ static size_t run_callbacks(tw_wheel *w, size_t max_fire, size_t *work) {
     ran++;
     (*work)--;
     t->tw__cb(t); /* t may be freed from here on unless still active */
+    if (w->break_pending)
+      break;
   }
   return ran;
 }
@@ -270,10 +272,19 @@ static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire, size_t work) {
     free(w);
     return ran;
   }
+  if (w->break_pending) { /* the caller wants control back at once */
+    w->break_pending = 0;
+    return ran;
+  }
   if (w->pos == w->now && work > 0)
     work -= tw__pace(w, work);
   w->unfinished = work == 0;
   return ran;
+}
+
+void tw_break(tw_wheel *w) {
+  if (w && w->advancing)
+    w->break_pending = 1;
 }
 
 size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire) {

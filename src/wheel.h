@@ -114,6 +114,7 @@ struct tw_wheel {
   uint64_t moves;       /* timers moved between slots (tw_moves) */
   int advancing;        /* inside tw_advance: callbacks may be running */
   int free_pending;     /* tw_wheel_free was called from a callback */
+  int break_pending;    /* tw_break was called from a callback */
   int due_unsorted;     /* a start appended a timer due before the last one */
   int unfinished;       /* the last advance used up its work budget */
   size_t collecting;    /* the level-0 slot at pos a budget stopped walking */

@@ -263,3 +263,54 @@ Test(order, next_expiry_inside_a_callback_sees_what_is_still_due) {
   start(&p[1], 6, 0);
   cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 2);
 }
+
+/* tw_break from a callback: the advance returns after it; what is still
+ * due runs first at the next advance, in order, none early, none lost. */
+static void break_the_advance(struct probe *p) {
+  (void)p;
+  tw_break(wheel_);
+}
+
+Test(order, break_from_a_callback_ends_the_advance_after_it) {
+  static struct probe p[5];
+  probes_init(p, 5);
+  p[1].then = break_the_advance;
+  for (int i = 0; i < 4; i++)
+    start(&p[i], 10 + (uint64_t)i, 0);
+  start(&p[4], 50, 0);
+  cr_assert_eq(tw_advance(wheel_, 20, TW_ALL), 2);
+  EXPECT_FIRED(0, 1);
+  cr_assert_leq(tw_next_expiry(wheel_), 20, "p[2] and p[3] are still due");
+  tw_break(wheel_); /* outside an advance: nothing */
+  cr_assert_eq(tw_advance(wheel_, 20, TW_ALL), 2);
+  EXPECT_FIRED(2, 3);
+  cr_assert_eq(tw_advance(wheel_, 60, TW_ALL), 1);
+  EXPECT_FIRED(4);
+}
+
+/* Rule 6 with a fixed rate (libevent's EV_PERSIST): re-armed at the
+ * deadline it fired for + repeat, so late advances do not shift the
+ * period; a period already missed collapses into now + repeat. */
+Test(order, rule6_fixed_rate_repeat_keeps_its_period) {
+  static struct probe p;
+  probes_init(&p, 1);
+  tw_timer_set_fixed_rate(&p.timer, 1);
+  cr_assert(tw_timer_is_fixed_rate(&p.timer));
+  start(&p, 10, 10); /* due at 10, 20, 30... */
+  cr_assert_eq(tw_advance(wheel_, 13, TW_ALL), 1);
+  cr_assert_eq(log_[0].deadline, 20, "re-armed at 10 + 10, not 13 + 10");
+  cr_assert_eq(tw_advance(wheel_, 20, TW_ALL), 1);
+  cr_assert_eq(tw_timer_deadline(&p.timer), 30);
+  cr_assert_eq(tw_advance(wheel_, 55, TW_ALL), 1); /* 30, 40, 50 missed */
+  cr_assert_eq(tw_timer_deadline(&p.timer), 65, "collapsed: 55 + 10");
+  cr_assert_eq(tw_advance(wheel_, 60, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, 65, TW_ALL), 1);
+  cr_assert_eq(tw_timer_deadline(&p.timer), 75);
+  tw_timer_set_fixed_rate(&p.timer, 0);
+  cr_assert_eq(tw_advance(wheel_, 77, TW_ALL), 1);
+  cr_assert_eq(tw_timer_deadline(&p.timer), 87, "off again: 77 + 10");
+  tw_timer_init(&p.timer);
+  cr_assert_not(tw_timer_is_fixed_rate(&p.timer), "init clears it");
+  tw_timer_set_fixed_rate(NULL, 1);
+  cr_assert_not(tw_timer_is_fixed_rate(NULL));
+}
