@@ -309,6 +309,7 @@ Test(order, rule6_fixed_rate_repeat_keeps_its_period) {
   tw_timer_set_fixed_rate(&p.timer, 0);
   cr_assert_eq(tw_advance(wheel_, 77, TW_ALL), 1);
   cr_assert_eq(tw_timer_deadline(&p.timer), 87, "off again: 77 + 10");
+  cr_assert_eq(tw_timer_stop(wheel_, &p.timer), 0);
   tw_timer_init(&p.timer);
   cr_assert_not(tw_timer_is_fixed_rate(&p.timer), "init clears it");
   tw_timer_set_fixed_rate(NULL, 1);
