@@ -52,13 +52,22 @@ static const uint64_t edges[] = {
 };
 
 /* Starting points: aligned, mid-digit, and just below digit rollovers. */
-static const uint64_t bases[] = {0,      1,      63,      255,    1000003,
-                                  4095,   65535,  65281,   262143, 16777215,
-                                  ((uint64_t)1 << 40) - 5};
+static const uint64_t bases[] = {0,
+                                 1,
+                                 63,
+                                 255,
+                                 1000003,
+                                 4095,
+                                 65535,
+                                 65281,
+                                 262143,
+                                 16777215,
+                                 ((uint64_t)1 << 40) - 5};
 
 /* Rule 1 at every level: nothing before the deadline, even when time stops
- * at each point where a slot holding the timer comes due (the cascades),
- * then the timer fires at exactly the deadline. */
+ * at each point where the timer's slot or block changes (where it is
+ * drained down a level, at 8-bit digits, and at the 6-bit ones a wheel of
+ * 64-slot levels would use), then the timer fires at exactly the deadline. */
 Test(wheel, rule1_fires_exactly_at_deadline_at_every_level_edge) {
   for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
     for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++) {
@@ -71,7 +80,9 @@ Test(wheel, rule1_fires_exactly_at_deadline_at_every_level_edge) {
       cr_assert_eq(tw_timer_deadline(&p.timer), deadline);
       cr_assert_eq(tw_next_expiry(w), deadline);
       /* Stop at every digit boundary between now and the deadline. */
-      for (unsigned bits = 60; bits >= 6; bits -= 6) {
+      for (unsigned bits = 63; bits >= 6; bits--) {
+        if (bits % 8 != 0 && bits % 6 != 0)
+          continue;
         uint64_t boundary = deadline & ~(((uint64_t)1 << bits) - 1);
         if (boundary > tw_now(w) && boundary < deadline) {
           cr_assert_eq(tw_advance(w, boundary, TW_ALL), 0,
@@ -97,9 +108,10 @@ Test(wheel, rule1_fires_exactly_at_deadline_at_every_level_edge) {
   wheel_ = tw_wheel_new(0); /* for the teardown */
 }
 
-/* Rule 1 tick by tick across a level-0 to level-2 span. */
+/* Rule 1 tick by tick across level 0's two blocks and into level 1. */
 Test(wheel, rule1_never_early_stepping_one_tick_at_a_time) {
-  static const uint64_t timeouts[] = {63, 64, 65, 4095, 4096, 4100};
+  static const uint64_t timeouts[] = {63,  64,  65,  255,  256,  257,
+                                      511, 512, 513, 4095, 4096, 4100};
   enum { N = sizeof timeouts / sizeof timeouts[0] };
   static struct probe p[N];
   probes_init(p, N);
@@ -375,11 +387,11 @@ Test(wheel, rule8_next_expiry_is_the_earliest_deadline_across_levels) {
   static struct probe p[4];
   probes_init(p, 4);
   cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER);
-  start(&p[0], 300000, 0); /* level 3 */
+  start(&p[0], 300000, 0); /* level 2 */
   cr_assert_eq(tw_next_expiry(wheel_), 300000);
-  start(&p[1], 5000, 0); /* level 2 */
-  start(&p[2], 70, 0);   /* level 1 */
-  start(&p[3], 4097, 0); /* level 2, earlier than p[1] in the same level */
+  start(&p[1], 5000, 0); /* level 1 */
+  start(&p[2], 70, 0);   /* level 0 */
+  start(&p[3], 4097, 0); /* level 1, earlier than p[1] in the same level */
   cr_assert_eq(tw_next_expiry(wheel_), 70);
   tw_timer_stop(wheel_, &p[2].timer);
   cr_assert_eq(tw_next_expiry(wheel_), 4097);
@@ -390,10 +402,12 @@ Test(wheel, rule8_next_expiry_is_the_earliest_deadline_across_levels) {
 Test(wheel, rule8_next_expiry_is_exact_inside_a_slot_not_its_start) {
   static struct probe p;
   probes_init(&p, 1);
-  start(&p, 4096 * 5 + 1234, 0); /* mid-slot at level 2 */
-  cr_assert_eq(tw_next_expiry(wheel_), 4096 * 5 + 1234);
-  tw_advance(wheel_, 4096 * 5, TW_ALL); /* its slot comes due: cascade */
-  cr_assert_eq(tw_next_expiry(wheel_), 4096 * 5 + 1234);
+  start(&p, 65536 * 5 + 1234, 0); /* mid-slot at level 2 */
+  cr_assert_eq(tw_next_expiry(wheel_), 65536 * 5 + 1234);
+  tw_advance(wheel_, 65536 * 5, TW_ALL); /* its block begins: at level 1 */
+  cr_assert_eq(tw_next_expiry(wheel_), 65536 * 5 + 1234);
+  tw_advance(wheel_, 65536 * 5 + 1024, TW_ALL); /* drained to level 0 */
+  cr_assert_eq(tw_next_expiry(wheel_), 65536 * 5 + 1234);
 }
 
 Test(wheel, rule8_next_expiry_follows_a_timer_moved_later) {
