@@ -173,7 +173,12 @@ static int collect(tw_wheel *w, size_t *work) {
 static int step(tw_wheel *w, size_t *work) {
   struct next_slot next;
 
+  if (w->now < w->horizon) { /* nothing starts by now: no search */
+    w->pos = w->now;
+    return 0;
+  }
   if (!earliest_slot(w, &next) || next.start > w->now) {
+    w->horizon = next.start; /* TW_NEVER when none */
     w->pos = w->now;
     return 0;
   }
@@ -276,7 +281,7 @@ static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire, size_t work) {
     w->break_pending = 0;
     return ran;
   }
-  if (w->pos == w->now && work > 0)
+  if (w->pos == w->now && work > 0 && w->now >= w->pace_next)
     work -= tw__pace(w, work);
   w->unfinished = work == 0;
   return ran;

@@ -16,9 +16,10 @@
  */
 #include "wheel.h"
 
-/* ceil(n * part / whole) for part <= whole, approximated (by dropping low
- * bits of part and whole alike) when the product would not fit. */
-static uint64_t share(uint64_t n, uint64_t part, uint64_t whole) {
+/* n * part / whole for part <= whole, rounded down (or up), approximated
+ * (by dropping low bits of part and whole alike) when the product would not
+ * fit. */
+static uint64_t share(uint64_t n, uint64_t part, uint64_t whole, int up) {
   while (part > UINT32_MAX || whole > UINT32_MAX || n > UINT32_MAX) {
     if (n > UINT32_MAX && part <= 1)
       return part ? n : 0; /* n timers, all owed or none */
@@ -31,7 +32,7 @@ static uint64_t share(uint64_t n, uint64_t part, uint64_t whole) {
   }
   if (whole == 0)
     return n;
-  return (n * part + whole - 1) / whole;
+  return (n * part + (up ? whole - 1 : 0)) / whole;
 }
 
 /* The window in which level `level`'s source is drained: from the start of
@@ -60,39 +61,63 @@ static uint64_t block_start_of(uint64_t pos, unsigned level) {
   return tw__block(pos, level) << tw__shift(level + 1);
 }
 
-/* Moves owed by a source of `count` timers at `at`, paid up to `since`. */
+/* Moves owed by a source of `count` timers at `at`, paid up to `since`:
+ * whole timers only, so that a small source is not drained a timer per
+ * advance from the start of its window. */
 static uint64_t owed(uint64_t count, struct window win, uint64_t since,
                      uint64_t at) {
   if (at >= win.end)
     return count;
   if (at <= since)
     return 0;
-  return share(count, at - since, win.end - since);
+  return share(count, at - since, win.end - since, 0);
+}
+
+/* When the source of `count` timers, paid up to `since`, owes one. */
+static uint64_t when_owing_one(uint64_t count, struct window win,
+                               uint64_t since) {
+  if (count == 0)
+    return TW_NEVER;
+  if (since >= win.end)
+    return since;
+  return since + share(win.end - since, 1, count, 1);
 }
 
 size_t tw__pace(tw_wheel *w, size_t budget) {
   size_t moved = 0;
+  uint64_t next = TW_NEVER;
   /* From the top: a level's drain fills the slots the level below drains. */
-  for (unsigned level = TW_TOP; level-- > 0 && moved < budget;) {
+  for (unsigned level = TW_TOP; level-- > 0;) {
     size_t source = tw__source_of(w->pos, level);
     uint64_t block_start = block_start_of(w->pos, level);
+    uint64_t block = (uint64_t)1 << tw__shift(level + 1);
     struct tw_pace *pace = &w->pace[level];
+    struct window win;
     uint64_t since, want;
 
     if (source == TW_SLOT_COUNT)
       continue;
+    if (block_start + block < next) /* a new source then */
+      next = block_start + block;
+    win = drain_window(block_start, level);
     since = paid_up_to(w, level, block_start);
     pace->block = tw__block(w->pos, level);
-    want = owed(w->counts[source], drain_window(block_start, level), since,
-                w->pos);
-    if (want <= budget - moved) {
-      moved += tw__drain(w, source, (size_t)want);
-      pace->since = w->pos; /* paid in full */
-    } else {
+    pace->since = since;
+    want = owed(w->counts[source], win, since, w->pos);
+    if (want > budget - moved) {
       moved += tw__drain(w, source, budget - moved);
-      pace->since = since; /* the rest is owed at the next advance */
+      next = w->pos; /* the rest is owed at the next advance */
+      continue;
     }
+    if (want > 0) {
+      moved += tw__drain(w, source, (size_t)want);
+      pace->since = w->pos;
+    }
+    since = when_owing_one(w->counts[source], win, pace->since);
+    if (since < next)
+      next = since;
   }
+  w->pace_next = next;
   return moved;
 }
 
@@ -104,7 +129,7 @@ static uint64_t when_owing(uint64_t count, struct window win, uint64_t since) {
     return TW_NEVER;
   if (since >= win.end)
     return since;
-  return since + share(win.end - since, TW_MAINTENANCE_MOVES, count);
+  return since + share(win.end - since, TW_MAINTENANCE_MOVES, count, 1);
 }
 
 /*

@@ -128,6 +128,7 @@ tw_wheel *tw_wheel_new(uint64_t now) {
   tw__list_init(&w->due);
   tw__list_init(&w->firing);
   w->collecting = TW_SLOT_COUNT;
+  w->horizon = TW_NEVER;
   for (unsigned level = 0; level < TW_TOP; level++)
     w->pace[level].block = TW_NEVER; /* no source paced yet */
   return w;
@@ -190,6 +191,8 @@ void tw__file(tw_wheel *w, tw_timer *t) {
   struct tw_slot *slot = &w->slots[index];
 
   tw__list_append(&slot->timers, &t->tw__link);
+  if (deadline >> tw__shift(level) << tw__shift(level) < w->horizon)
+    w->horizon = deadline >> tw__shift(level) << tw__shift(level);
   if (w->counts[index]++ == 0) {
     set_occupied(w, level, bit);
     slot->min = deadline;

@@ -121,6 +121,8 @@ struct tw_wheel {
   int collect_in_order; /* ... and the firing list it fills is sorted */
   struct tw_level levels[TW_LEVELS];
   struct tw_pace pace[TW_TOP];
+  uint64_t pace_next; /* no level's pace owes a move before this time */
+  uint64_t horizon;   /* no occupied slot starts before this time */
   tw_link due;
   tw_link firing;
   uint32_t counts[TW_SLOT_COUNT];
@@ -271,7 +273,7 @@ uint64_t tw__next_times(tw_wheel *w, uint64_t *expiry);
 /* ---- Pace (pace.c) ---- */
 
 /* Drains each level's source as far as the pace asks at pos, within
- * `budget` moves; returns the moves made. */
+ * `budget` moves; returns the moves made. Sets pace_next. */
 size_t tw__pace(tw_wheel *w, size_t budget);
 
 /* The earliest time before `limit` the paced drains want an advance at,

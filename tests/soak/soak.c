@@ -46,6 +46,9 @@ static void usage(FILE *f, const char *name) {
           "  --rss-margin-kb K  allowed RSS growth after warm-up (1024)\n"
           "  --no-rss-check     report RSS, never fail on it\n"
           "  --min-rate-pct P   fail below P%% of --rate (95; 0: never)\n"
+          "  --cross B          keep the load on until the loop clock has\n"
+          "                     passed a multiple of 2^B ms, and 5 s more\n"
+          "                     (18: up to 4.5 min; 0: off; default 18)\n"
           "  --small            10000 timers, 5 s, 20000 resets/s, 1000 ms "
           "drain\n"
           "  --quiet            no line per second\n"
@@ -89,6 +92,7 @@ int soak_parse(struct soak_opts *o, int argc, char **argv, const char *name) {
       .rss_margin_kb = 1024,
       .rss_check = 1,
       .min_rate_pct = 95,
+      .cross_bits = 18,
   };
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
@@ -112,6 +116,7 @@ int soak_parse(struct soak_opts *o, int argc, char **argv, const char *name) {
       o->seconds = 5;
       o->rate = 20000;
       o->drain_ms = 1000;
+      o->cross_bits = 0;
       continue;
     }
     if (!strcmp(key, "--quiet")) {
@@ -144,6 +149,8 @@ int soak_parse(struct soak_opts *o, int argc, char **argv, const char *name) {
       o->rss_margin_kb = v;
     else if (!strcmp(key, "--min-rate-pct") && v <= 100)
       o->min_rate_pct = (unsigned)v;
+    else if (!strcmp(key, "--cross") && v <= 30)
+      o->cross_bits = (unsigned)v;
     else
       goto bad;
   }
@@ -170,6 +177,8 @@ int soak_init(struct soak *s, const struct soak_opts *o, const char *name,
   s->pending_min_ns = UINT64_MAX;
   /* One RSS sample per second of run and drain, plus slack. */
   s->rss_cap = (size_t)o->seconds + o->drain_ms / 1000 + 16;
+  if (o->cross_bits)
+    s->rss_cap += ((size_t)1 << o->cross_bits) / 1000 + 5;
   s->recs = malloc(o->timers * sizeof *s->recs);
   s->rss_kb = malloc(s->rss_cap * sizeof *s->rss_kb);
   s->late[0].buckets = malloc(SOAK_BUCKETS * sizeof *s->late[0].buckets);
@@ -465,7 +474,13 @@ uint64_t soak_tick(struct soak *s, uint64_t real_ns, size_t active) {
   if (s->start_ns == 0) {
     s->start_ns = real_ns;
     s->tick_n = s->n;
+    if (s->opt.cross_bits) {
+      uint64_t ms = real_ns / SOAK_NS_PER_MS;
+      s->cross_ms = ((ms >> s->opt.cross_bits) + 1) << s->opt.cross_bits;
+    }
   }
+  if (s->cross_ms && !s->crossed_ns && real_ns / SOAK_NS_PER_MS >= s->cross_ms)
+    s->crossed_ns = real_ns;
   if (s->phase == SOAK_RUN && s->last_ns &&
       real_ns - s->last_ns > s->gap_max_ns)
     s->gap_max_ns = real_ns - s->last_ns;
@@ -475,7 +490,9 @@ uint64_t soak_tick(struct soak *s, uint64_t real_ns, size_t active) {
     s->last_tick_s = elapsed / SOAK_NS_PER_S;
     sample(s, s->last_tick_s, active);
   }
-  if (s->phase == SOAK_RUN && elapsed >= s->opt.seconds * SOAK_NS_PER_S) {
+  if (s->phase == SOAK_RUN && elapsed >= s->opt.seconds * SOAK_NS_PER_S &&
+      (!s->cross_ms ||
+       (s->crossed_ns && real_ns - s->crossed_ns >= 5 * SOAK_NS_PER_S))) {
     s->phase = SOAK_DRAIN;
     s->drain_ns = real_ns;
   }
@@ -636,12 +653,20 @@ int soak_finish(struct soak *s, uint64_t loop_ns, const tw_stats *stats,
            (unsigned long long)s->unmeasured);
   printf("  driver     longest gap between two runs under load: %.2f ms\n",
          (double)s->gap_max_ns / 1e6);
-  printf("  wakeups    %llu, empty %llu (%.2f%%), loop timer re-arms %llu\n",
+  if (s->cross_ms)
+    printf("  crossed    loop clock %llu ms = %llu x 2^%u, %.1f s into the "
+           "run, under load\n",
+           (unsigned long long)s->cross_ms,
+           (unsigned long long)(s->cross_ms >> s->opt.cross_bits),
+           s->opt.cross_bits, (double)(s->crossed_ns - s->start_ns) / 1e9);
+  printf("  wakeups    %llu, empty %llu (%.2f%%), maintenance %llu, loop timer "
+         "re-arms %llu\n",
          (unsigned long long)stats->wakeups,
          (unsigned long long)stats->empty_wakeups,
          stats->wakeups
              ? 100.0 * (double)stats->empty_wakeups / (double)stats->wakeups
              : 0.0,
+         (unsigned long long)stats->maintenance,
          (unsigned long long)stats->rearms);
   printf("  rss        after %u s warm-up: first %.1f MB, last %.1f MB, max "
          "%.1f MB (growth %+lld kB, limit %llu kB%s)\n",

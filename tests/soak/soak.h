@@ -39,6 +39,8 @@ struct soak_opts {
   uint64_t rss_margin_kb; /* --rss-margin-kb: allowed growth after warm-up */
   int rss_check;          /* 0 with --no-rss-check */
   unsigned min_rate_pct;  /* --min-rate-pct: fail below this share of rate */
+  unsigned cross_bits;    /* --cross: also load until the loop clock passes
+                             a multiple of 2^cross_bits ms (0: off) */
   int quiet;              /* --quiet: no per-second line */
 };
 
@@ -131,6 +133,8 @@ struct soak {
     uint64_t count, max_ns, sum_us;
   } late[2]; /* callbacks in the loaded phase, in the drain */
   uint64_t last_ns, gap_max_ns; /* driver: previous call, longest gap */
+  uint64_t cross_ms;            /* --cross: the multiple of 2^B to pass */
+  uint64_t crossed_ns;          /* real time it was passed at; 0: not yet */
   uint64_t unmeasured;          /* callbacks of bound deadlines */
   uint64_t pending_min_ns;      /* earliest deadline still pending at the end */
 };
