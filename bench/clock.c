@@ -74,9 +74,17 @@ static uint64_t read_clock(clockid_t id) {
   return (uint64_t)ts.tv_sec * BENCH_NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t bench_real_ns(void) { return read_clock(CLOCK_MONOTONIC); }
+uint64_t bench_real_ns(void) {
+  return read_clock(CLOCK_MONOTONIC);
+}
 
-uint64_t bench_cpu_ns(void) { return read_clock(CLOCK_PROCESS_CPUTIME_ID); }
+uint64_t bench_cpu_ns(void) {
+  return read_clock(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+uint64_t bench_thread_cpu_ns(void) {
+  return read_clock(CLOCK_THREAD_CPUTIME_ID);
+}
 
 uint64_t bench_loop_ns(void) {
   struct timespec ts;
@@ -89,7 +97,9 @@ void bench_vclock_on(void) {
   vclock_enabled = 1;
 }
 
-void bench_vclock_off(void) { vclock_enabled = 0; }
+void bench_vclock_off(void) {
+  vclock_enabled = 0;
+}
 
 /* ---- wakeups and lateness (spread) ---- */
 
@@ -102,8 +112,8 @@ void bench_vclock_off(void) { vclock_enabled = 0; }
 static struct {
   int on;
   const uint64_t *due_ns;
-  uint64_t wake_ns;      /* when the loop last returned from its poll */
-  int woke;              /* a poll returned and the loop has not polled again */
+  uint64_t wake_ns; /* when the loop last returned from its poll */
+  int woke;         /* a poll returned and the loop has not polled again */
   uint64_t fired_at_wake;
   uint64_t polls, wakeups, empty;
   uint64_t early, early_max_ns, late_max_ns;
@@ -192,7 +202,9 @@ void bench_track_report(uint64_t n) {
   bench_kv("polls", (double)track.polls);
   bench_kv("wakeups", (double)track.wakeups);
   bench_kv("empty_wakeups", (double)track.empty);
-  bench_kv("empty_pct", track.wakeups ? 100.0 * (double)track.empty / (double)track.wakeups : 0);
+  bench_kv("empty_pct",
+           track.wakeups ? 100.0 * (double)track.empty / (double)track.wakeups
+                         : 0);
   bench_kv("late_p50_ms", late_quantile_ms(0.50));
   bench_kv("late_p99_ms", late_quantile_ms(0.99));
   bench_kv("late_max_ms", (double)track.late_max_ns / 1e6);
@@ -247,7 +259,8 @@ uint64_t bench_rss_bytes(void) {
 }
 
 uint64_t bench_heap_bytes(void) {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+#if defined(__GLIBC__) &&                                                      \
+    (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
   struct mallinfo2 mi = mallinfo2();
   return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
 #else
@@ -262,6 +275,13 @@ void *bench_alloc(size_t count, size_t size) {
     exit(2);
   }
   return p;
+}
+
+void *bench_timers(void *x, uint32_t n, size_t size, bench_init_fn init) {
+  unsigned char *t = bench_alloc(n, size);
+  for (uint32_t i = 0; init && i < n; i++)
+    init(x, t + (size_t)i * size);
+  return t;
 }
 
 uint32_t *bench_permutation(struct bench_rng *r, uint32_t n) {

@@ -2,8 +2,10 @@
  * twbench: runs one cell and prints one line of key=value pairs.
  *
  *   twbench --list
- *   twbench --impl NAME --scenario reset|startstop|burst|spread|memory
+ *   twbench --impl NAME --scenario reset|startstop|burst|spread|memory|stall
  *           --n N [--m M] [--warmup W] [--batch B] [--seed S] [--lead-ms L]
+ *           [--stall-edge E] [--stall-warmup W] [--stall-ticks T]
+ *           [--stall-period P]
  *
  * bench/run calls it once per cell, in a fresh process each time.
  */
@@ -14,7 +16,7 @@
 #include "bench.h"
 
 extern const struct bench_impl bench_impl_floor, bench_impl_core,
-    bench_impl_corepoll;
+    bench_impl_corepoll, bench_impl_heap;
 #if defined(BENCH_HAVE_UV)
 #include <uv.h>
 extern const struct bench_impl bench_impl_uv;
@@ -35,18 +37,16 @@ static const struct bench_impl *const impls[] = {
     &bench_impl_uv,
 #endif
 #if defined(BENCH_HAVE_EVENT)
-    &bench_impl_ev,
-    &bench_impl_evc,
+    &bench_impl_ev,   &bench_impl_evc,
 #endif
-    &bench_impl_core,
-    &bench_impl_corepoll,
+    &bench_impl_core, &bench_impl_corepoll,
 #if defined(BENCH_HAVE_TWUV)
     &bench_impl_twuv,
 #endif
 #if defined(BENCH_HAVE_TWEV)
     &bench_impl_twev,
 #endif
-    &bench_impl_floor,
+    &bench_impl_heap, &bench_impl_floor,
 };
 #define N_IMPLS (sizeof impls / sizeof impls[0])
 
@@ -56,7 +56,8 @@ static char line[4096];
 static size_t line_len;
 
 static void append(const char *key, const char *value) {
-  int w = snprintf(line + line_len, sizeof line - line_len, " %s=%s", key, value);
+  int w =
+      snprintf(line + line_len, sizeof line - line_len, " %s=%s", key, value);
   if (w > 0 && (size_t)w < sizeof line - line_len)
     line_len += (size_t)w;
 }
@@ -67,7 +68,9 @@ void bench_kv(const char *key, double value) {
   append(key, buf);
 }
 
-void bench_kv_str(const char *key, const char *value) { append(key, value); }
+void bench_kv_str(const char *key, const char *value) {
+  append(key, value);
+}
 
 void bench_kv_adapter(const tw_stats *before, const tw_stats *after) {
   bench_kv("adapter_wakeups", (double)(after->wakeups - before->wakeups));
@@ -90,9 +93,11 @@ static void list(void) {
 #endif
   for (size_t i = 0; i < N_IMPLS; i++) {
     const struct bench_impl *b = impls[i];
-    printf("%s|%s|%s%s%s%s%s\n", b->name, b->label, b->reset ? "reset," : "",
-           b->startstop ? "startstop," : "", b->burst ? "burst," : "",
-           b->spread ? "spread," : "", b->memory ? "memory," : "");
+    printf("%s|%s|", b->name, b->label);
+    for (unsigned bit = 1; bench_scenario_name(bit); bit <<= 1)
+      if (b->scenarios & bit)
+        printf("%s,", bench_scenario_name(bit));
+    printf("\n");
   }
 }
 
@@ -111,11 +116,15 @@ int main(int argc, char **argv) {
   struct bench_out o = {0, 0};
   const char *name = NULL;
   const struct bench_impl *impl = NULL;
-  bench_fn fn = NULL;
+  unsigned bit;
   int given_m = 0, given_warmup = 0, given_batch = 0;
 
   p.seed = 0x9e3779b97f4a7c15ull;
   p.lead_ms = 1000;
+  p.stall_edge = 1u << 18;
+  p.stall_warmup = BENCH_IDLE_MS;
+  p.stall_ticks = 3 * 4096;
+  p.stall_period = 10000;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--list")) {
@@ -143,6 +152,14 @@ int main(int argc, char **argv) {
       p.seed = number(v);
     else if (!strcmp(a, "--lead-ms"))
       p.lead_ms = number(v);
+    else if (!strcmp(a, "--stall-edge"))
+      p.stall_edge = number(v);
+    else if (!strcmp(a, "--stall-warmup"))
+      p.stall_warmup = (uint32_t)number(v);
+    else if (!strcmp(a, "--stall-ticks"))
+      p.stall_ticks = (uint32_t)number(v);
+    else if (!strcmp(a, "--stall-period"))
+      p.stall_period = (uint32_t)number(v);
     else {
       fprintf(stderr, "twbench: unknown option %s\n", a);
       return 2;
@@ -156,17 +173,8 @@ int main(int argc, char **argv) {
                     " (twbench --list for the names)\n");
     return 2;
   }
-  if (!strcmp(p.scenario, "reset"))
-    fn = impl->reset;
-  else if (!strcmp(p.scenario, "startstop"))
-    fn = impl->startstop;
-  else if (!strcmp(p.scenario, "burst"))
-    fn = impl->burst;
-  else if (!strcmp(p.scenario, "spread"))
-    fn = impl->spread;
-  else if (!strcmp(p.scenario, "memory"))
-    fn = impl->memory;
-  if (!fn) {
+  bit = bench_scenario_bit(p.scenario);
+  if (!(impl->scenarios & bit)) {
     fprintf(stderr, "twbench: %s has no scenario %s\n", impl->name, p.scenario);
     return 2;
   }
@@ -182,7 +190,7 @@ int main(int argc, char **argv) {
   /* Each connection is reset every BENCH_RESET_EVERY_MS on average. */
   p.tick_ns = (uint64_t)p.batch * BENCH_RESET_EVERY_MS * BENCH_NS_PER_MS / p.n;
 
-  int rc = fn(&p, &o);
+  int rc = bench_scenario_run(impl, &p, &o);
   printf("impl=%s scenario=%s n=%u m=%llu warmup=%llu batch=%u tick_ns=%llu "
          "seed=%llu ns=%.6g ops=%llu ns_per_op=%.6g%s\n",
          impl->name, p.scenario, p.n, (unsigned long long)p.m,
