@@ -13,15 +13,7 @@
 #define MODEL_MAX_DEADLINE (TW_NEVER - 1)
 
 int model_init(model *m, size_t n, uint64_t now) {
-  m->now = now;
-  m->next_seq = 0;
-  m->n = n;
-  m->count = 0;
-  m->advancing = 0;
-  m->max_fire = 0;
-  m->ran = 0;
-  m->firing_len = m->firing_pos = 0;
-  m->last_deadline = 0;
+  *m = (model){.now = now, .n = n};
   m->timers = calloc(n ? n : 1, sizeof *m->timers);
   m->firing = calloc(n ? n : 1, sizeof *m->firing);
   if (!m->timers || !m->firing) {

@@ -198,16 +198,30 @@ static const char *fired_so_far(const pair *p) {
   return buf;
 }
 
-size_t pair_advance(pair *p, uint64_t to, size_t budget) {
-  size_t ran, want, missed;
-  if (budget == TW_ALL)
-    pair_trace(p, "tw_advance(w, %" PRIu64 "u, TW_ALL);", to);
-  else
-    pair_trace(p, "tw_advance(w, %" PRIu64 "u, %zu);", to, budget);
-  model_advance_begin(&p->m, to, budget);
+/* The trace of an advance, as C: name(w, to, budget);note */
+static void trace_advance(const pair *p, const char *name, uint64_t to,
+                          size_t budget, const char *note) {
+  char arg[24] = "TW_ALL";
+  if (!p->trace)
+    return;
+  if (budget != TW_ALL)
+    snprintf(arg, sizeof arg, "%zu", budget);
+  pair_trace(p, "%s(w, %" PRIu64 "u, %s);%s", name, to, arg, note);
+}
+
+/* An advance of the wheel to `to` begins: the model's too (what it fires is
+ * at most max_fire callbacks), and the callbacks may run. */
+static void advance_begins(pair *p, uint64_t to, size_t max_fire) {
+  model_advance_begin(&p->m, to, max_fire);
   p->advance_now = model_now(&p->m);
   p->in_advance = 1;
   p->fired_len = 0;
+}
+
+size_t pair_advance(pair *p, uint64_t to, size_t budget) {
+  size_t ran, want, missed;
+  trace_advance(p, "tw_advance", to, budget, "");
+  advance_begins(p, to, budget);
   ran = tw_advance(p->w, to, budget);
   p->in_advance = 0;
   if (model_advance_next(&p->m, &missed))
@@ -223,11 +237,8 @@ size_t pair_advance(pair *p, uint64_t to, size_t budget) {
 size_t pair_advance_slice(pair *p, uint64_t to, size_t work) {
   size_t ran, want;
   int left;
-  pair_trace(p, "tw_advance_slice(w, %" PRIu64 "u, %zu);", to, work);
-  model_advance_begin(&p->m, to, TW_ALL);
-  p->advance_now = model_now(&p->m);
-  p->in_advance = 1;
-  p->fired_len = 0;
+  trace_advance(p, "tw_advance_slice", to, work, "");
+  advance_begins(p, to, TW_ALL);
   ran = tw_advance_slice(p->w, to, work);
   p->in_advance = 0;
   left = model_advance_pending(&p->m);
@@ -235,8 +246,7 @@ size_t pair_advance_slice(pair *p, uint64_t to, size_t work) {
   if (ran != want)
     p->fail("tw_advance_slice returned %zu, %zu callbacks ran", ran, want);
   if (ran > work)
-    p->fail("tw_advance_slice ran %zu callbacks on a budget of %zu", ran,
-            work);
+    p->fail("tw_advance_slice ran %zu callbacks on a budget of %zu", ran, work);
   if (left && !p->wheel_freed && tw_next_wakeup(p->w) > model_now(&p->m))
     p->fail("tw_advance_slice(%" PRIu64 ", %zu) left due timers, but "
             "tw_next_wakeup says %" PRIu64,
@@ -293,11 +303,14 @@ void pair_free_wheel_in_callback(pair *p) {
   pair_check_all_timers(p);
 }
 
-void pair_reentrant_advance(pair *p, uint64_t to) {
-  pair_trace(p, "tw_advance(w, %" PRIu64 "u, TW_ALL); /* re-entrant: 0 */", to);
-  size_t ran = tw_advance(p->w, to, TW_ALL);
+void pair_reentrant_advance(pair *p, uint64_t to, size_t budget, int slice) {
+  const char *name = slice ? "tw_advance_slice" : "tw_advance";
+  size_t ran;
+  trace_advance(p, name, to, budget, " /* re-entrant: 0 */");
+  ran =
+      slice ? tw_advance_slice(p->w, to, budget) : tw_advance(p->w, to, budget);
   if (ran != 0)
-    p->fail("re-entrant tw_advance ran %zu callbacks", ran);
+    p->fail("re-entrant %s ran %zu callbacks", name, ran);
 }
 
 /* ---- Comparisons ------------------------------------------------------- */

@@ -1,8 +1,8 @@
 /*
- * The wheel and the reference model (model.h) driven together: what the two
- * differential drivers share. tests/test_model.c draws its operations from a
- * seeded random stream, tests/fuzz/fuzz_wheel.c decodes them from the
- * fuzzer's input; both run them through the functions below.
+ * The wheel and the reference model (model.h) driven together. The
+ * interpreter tests/ops.c, shared by the two differential drivers
+ * (tests/test_model.c: a seeded random stream; tests/fuzz/fuzz_wheel.c: the
+ * fuzzer's input), runs every operation through the functions below.
  *
  * Each pair_* operation runs on the wheel and on the model and checks what
  * the wheel returned; the pair_check_* functions compare the wheel and its
@@ -117,8 +117,9 @@ size_t pair_callback_begins(pair *p, tw_timer *t);
  * callback in this advance; the memory goes when tw_advance returns. */
 void pair_free_wheel_in_callback(pair *p);
 
-/* tw_advance from a callback: refused, returns 0, changes nothing. */
-void pair_reentrant_advance(pair *p, uint64_t to);
+/* tw_advance(to, budget), or tw_advance_slice(to, budget) if slice, from a
+ * callback: refused, returns 0, changes nothing. */
+void pair_reentrant_advance(pair *p, uint64_t to, size_t budget, int slice);
 
 /* ---- Comparisons ------------------------------------------------------- */
 
