@@ -37,6 +37,14 @@ extern "C" {
 #define TW_EXTERN
 #endif
 
+/* The two start functions are inline (see "Inline fast paths" at the end);
+ * the library itself defines them out of line. */
+#ifdef TW__NO_INLINE
+#define TW__START_API TW_EXTERN
+#else
+#define TW__START_API static inline
+#endif
+
 #define TW_NEVER UINT64_MAX /* tw_next_expiry(): nothing pending */
 #define TW_ALL SIZE_MAX     /* tw_advance(): no budget */
 
@@ -64,8 +72,21 @@ struct tw_timer {
   tw_timer_cb tw__cb;       /* NULL until the first start */
   uint64_t tw__deadline; /* absolute; may be later than the slot it sits in */
   uint64_t tw__repeat;
-  uint64_t tw__order; /* start sequence << 16 | where it waits */
+  uint64_t tw__order; /* start sequence << TW__SEQ_SHIFT | where it waits */
 };
+
+/*
+ * Private, but part of the ABI (see "Inline fast paths" below): the low
+ * bits of tw__order say where a timer waits; the start sequence, which
+ * orders equal deadlines, is above them.
+ */
+#define TW__SEQ_SHIFT 17
+#define TW__TAG_MASK ((1u << TW__SEQ_SHIFT) - 1)
+#define TW__STATE_MASK 0x1c000u  /* bits 14-16; other values: not initialised  \
+                                  */
+#define TW__IN_SLOT 0x1c000u     /* waiting in a slot of the wheel */
+#define TW__MAY_HOLD_MIN 0x1000u /* it may hold its slot's earliest deadline   \
+                                  */
 
 /* Creates a wheel whose time starts at `now`. NULL when out of memory. */
 TW_EXTERN tw_wheel *tw_wheel_new(uint64_t now);
@@ -106,8 +127,8 @@ TW_EXTERN void tw_timer_init(tw_timer *t);
  * Returns 0, or -EINVAL for a NULL argument or an uninitialised timer
  * (nothing changed).
  */
-TW_EXTERN int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
-                             uint64_t timeout, uint64_t repeat);
+TW__START_API int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                 uint64_t timeout, uint64_t repeat);
 
 /*
  * Like tw_timer_start() with an absolute deadline (saturated at
@@ -116,8 +137,8 @@ TW_EXTERN int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
  * the timers waiting for the next advance are put in order when it (or
  * tw_next_expiry) reads them, once, O(k log k) for k of them at worst.
  */
-TW_EXTERN int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
-                                uint64_t deadline, uint64_t repeat);
+TW__START_API int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                    uint64_t deadline, uint64_t repeat);
 
 /* Makes `t` inactive; stopping an inactive timer is a no-op returning 0.
  * -EINVAL for NULL or an uninitialised timer. After it returns the timer's
@@ -321,6 +342,66 @@ TW_EXTERN void tw_driver_close(tw_driver *d);
 /* A static English message for 0 or -EINVAL, the one error of the core
  * ("unknown error" for anything else). */
 TW_EXTERN const char *tw_strerror(int err);
+
+/*
+ * Inline fast paths. tw_timer_start and tw_timer_start_at are compiled into
+ * the caller: the idle-timeout reset (a timer waiting in the wheel re-armed
+ * for the same or a later deadline, still in the future) is a few loads and
+ * stores there, with no call; every other case calls the library
+ * (tw__timer_start_at, which is also what the exported symbols
+ * tw_timer_start and tw_timer_start_at do).
+ *
+ * ABI: this freezes, for the library's soname 0, the layout of struct
+ * tw_timer and of its tw__order bits above, and the first two fields of a
+ * wheel, struct tw__wheel_head. A program built against this header works
+ * with any libtwheel.so.0; a change to any of these is a new soname.
+ */
+struct tw__wheel_head {
+  uint64_t now;      /* tw_now() */
+  uint64_t next_seq; /* the next start's sequence */
+};
+
+TW_EXTERN int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                 uint64_t deadline, uint64_t repeat);
+
+/* The store: 1 if done, 0 if the library must do the start. */
+static inline int tw__restart_in_place(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                       uint64_t deadline, uint64_t repeat) {
+  struct tw__wheel_head *head = (struct tw__wheel_head *)(void *)w;
+  uint64_t order;
+  if (!w || !t || !cb)
+    return 0;
+  order = t->tw__order;
+  if ((order & (TW__STATE_MASK | TW__MAY_HOLD_MIN)) != TW__IN_SLOT ||
+      deadline < t->tw__deadline || deadline <= head->now ||
+      deadline >= TW_NEVER)
+    return 0;
+  t->tw__cb = cb;
+  t->tw__repeat = repeat;
+  t->tw__deadline = deadline;
+  t->tw__order = head->next_seq++ << TW__SEQ_SHIFT | (order & TW__TAG_MASK);
+  return 1;
+}
+
+#ifndef TW__NO_INLINE
+static inline int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                    uint64_t deadline, uint64_t repeat) {
+  if (tw__restart_in_place(w, t, cb, deadline, repeat))
+    return 0;
+  return tw__timer_start_at(w, t, cb, deadline, repeat);
+}
+
+static inline int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                 uint64_t timeout, uint64_t repeat) {
+  uint64_t deadline;
+  if (!w)
+    return tw__timer_start_at(w, t, cb, timeout, repeat); /* -EINVAL */
+  deadline = ((struct tw__wheel_head *)(void *)w)->now + timeout;
+  if (deadline < timeout)
+    deadline = TW_NEVER; /* wrapped: saturates in the library */
+  return tw_timer_start_at(w, t, cb, deadline, repeat);
+}
+#endif
 
 #ifdef __cplusplus
 }

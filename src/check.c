@@ -43,6 +43,7 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   uint64_t start, width, min = TW_NEVER;
   const tw_link *node, *prev = &slot->timers;
   size_t length = 0;
+  int holder = 0; /* a timer marked TW_MAY_HOLD_MIN has the minimum */
 
   if (tw__list_empty(&slot->timers)) { /* most slots: cheap */
     if (slot->timers.prev != &slot->timers || w->counts[index] || bit ||
@@ -57,7 +58,7 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
     const tw_timer *t = TW_TIMER_OF(node);
     if (node->prev != prev)
       FAIL("slot %zu: broken link at timer %zu", index, length);
-    if (tw__place(t) != (TW_SLOT | index))
+    if ((tw__place(t) & ~TW_MAY_HOLD_MIN) != (TW_SLOT | index))
       FAIL("slot %zu: timer %zu tagged %#x", index, length, tw__tag(t));
     if (t->tw__deadline < start)
       FAIL("slot %zu (start %llu): deadline %llu before it", index,
@@ -70,6 +71,13 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
            rule_slot(w->pos, t->tw__deadline), (unsigned long long)w->pos);
     if (t->tw__deadline < min)
       min = t->tw__deadline;
+    if (tw__tag(t) & TW_MAY_HOLD_MIN)
+      holder |= t->tw__deadline == slot->min;
+    else if (t->tw__deadline < slot->min && index != w->collecting)
+      FAIL("slot %zu: deadline %llu < min %llu without TW_MAY_HOLD_MIN "
+           "(the inline store would leave the min inexact)",
+           index, (unsigned long long)t->tw__deadline,
+           (unsigned long long)slot->min);
     prev = node;
     length++;
   }
@@ -89,6 +97,8 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   if (!tw__is_dirty(w, index) && slot->min != min)
     FAIL("slot %zu: clean min %llu, earliest deadline %llu", index,
          (unsigned long long)slot->min, (unsigned long long)min);
+  if (!tw__is_dirty(w, index) && !holder)
+    FAIL("slot %zu: clean, but no timer marked as holding its min", index);
   *timers += length;
   return NULL;
 }

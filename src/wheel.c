@@ -5,6 +5,7 @@
  * straight-line code. Read wheel.h first: it states the invariant everything
  * here keeps.
  */
+#define TW__NO_INLINE /* this file defines tw_timer_start(_at) itself */
 #include "wheel.h"
 
 #include <errno.h>
@@ -189,18 +190,25 @@ void tw__file(tw_wheel *w, tw_timer *t) {
   unsigned bit = tw__ring_pos(deadline, level);
   size_t index = tw__slot_index(level, bit);
   struct tw_slot *slot = &w->slots[index];
+  uint64_t start = deadline >> tw__shift(level) << tw__shift(level);
+  unsigned place = TW_SLOT | (unsigned)index;
 
   tw__list_append(&slot->timers, &t->tw__link);
-  if (deadline >> tw__shift(level) << tw__shift(level) < w->horizon)
-    w->horizon = deadline >> tw__shift(level) << tw__shift(level);
+  if (start < w->horizon)
+    w->horizon = start;
+  /* The one timer that holds the minimum is marked; others with the same
+   * deadline may move later without making it inexact. */
   if (w->counts[index]++ == 0) {
     set_occupied(w, level, bit);
     slot->min = deadline;
-  } else if (deadline <= slot->min) { /* the bound is now met: exact */
-    slot->min = deadline;
+    place |= TW_MAY_HOLD_MIN;
+  } else if (deadline < slot->min ||
+             (deadline == slot->min && tw__is_dirty(w, index))) {
+    slot->min = deadline; /* the bound is met again: exact */
     set_dirty(w, index, 0);
+    place |= TW_MAY_HOLD_MIN;
   }
-  tw__set_place(t, TW_SLOT | (unsigned)index);
+  tw__set_place(t, place);
 }
 
 /* Unlinks a timer from slot `index`, which it is in. */
@@ -277,11 +285,11 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
   unsigned state = tw__state(t);
 
   if (state == TW_SLOT && deadline >= t->tw__deadline && deadline > w->now) {
-    size_t index = tw__slot_of(t);
+    size_t index = tw__slot_of(t); /* the store (the inline path's too) */
     if (deadline != t->tw__deadline && t->tw__deadline == w->slots[index].min)
       set_dirty(w, index, 1);
     t->tw__deadline = deadline;
-    t->tw__order = order | TW_SLOT | (unsigned)index;
+    t->tw__order = order | (t->tw__order & TW_PLACE_MASK);
     return;
   }
   if (state == TW_IDLE)
@@ -326,8 +334,8 @@ void tw_timer_init(tw_timer *t) {
   t->tw__order = TW_IDLE;
 }
 
-int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
-                      uint64_t deadline, uint64_t repeat) {
+int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                       uint64_t deadline, uint64_t repeat) {
   if (!usable(w, t) || !cb)
     return -EINVAL;
   if (deadline > TW_MAX_DEADLINE)
@@ -338,12 +346,17 @@ int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
   return 0;
 }
 
+int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                      uint64_t deadline, uint64_t repeat) {
+  return tw__timer_start_at(w, t, cb, deadline, repeat);
+}
+
 int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb, uint64_t timeout,
                    uint64_t repeat) {
   if (!w)
     return -EINVAL;
-  return tw_timer_start_at(w, t, cb, tw__saturating_add(w->now, timeout),
-                           repeat);
+  return tw__timer_start_at(w, t, cb, tw__saturating_add(w->now, timeout),
+                            repeat);
 }
 
 int tw_timer_stop(tw_wheel *w, tw_timer *t) {

@@ -70,22 +70,27 @@
 #define TW_MAINTENANCE_MOVES 2048
 
 /*
- * Where a timer waits, in the low 16 bits of tw__order (the start sequence
- * is above them): its state in the top 3 bits, and for a timer in a slot
- * the slot's index in the low 12. Any state other than these three means
- * tw_timer_init() was never called (zeroed memory included). Bit 12 is the
- * timer's one option, TW_FIXED_RATE, which every move keeps.
+ * Where a timer waits, in the low TW__SEQ_SHIFT bits of tw__order (see
+ * twheel.h; the start sequence is above them): its state in bits 14-16, and
+ * for a timer in a slot the slot's index in bits 0-11 and TW__MAY_HOLD_MIN
+ * (bit 12) on the timer that set the slot's minimum as it was filed. While
+ * the slot is clean that timer still holds it, so only it, moved later, can
+ * leave the minimum inexact: the others are re-armed later with a plain
+ * store, even inline. Any state other than these
+ * three means tw_timer_init() was never called (zeroed memory included).
+ * Bit 13 is the timer's one option, TW_FIXED_RATE, which every move keeps.
  */
-#define TW_SEQ_SHIFT 16
-#define TW_TAG_MASK 0xffffu
-#define TW_STATE_MASK 0xe000u
-#define TW_FIXED_RATE 0x1000u /* repeat from the deadline (libevent) */
+#define TW_SEQ_SHIFT TW__SEQ_SHIFT
+#define TW_TAG_MASK TW__TAG_MASK
+#define TW_STATE_MASK TW__STATE_MASK
+#define TW_FIXED_RATE 0x2000u /* repeat from the deadline (libevent) */
+#define TW_MAY_HOLD_MIN TW__MAY_HOLD_MIN
 #define TW_INDEX_MASK 0x0fffu
-#define TW_PLACE_MASK (TW_STATE_MASK | TW_INDEX_MASK)
+#define TW_PLACE_MASK (TW_STATE_MASK | TW_MAY_HOLD_MIN | TW_INDEX_MASK)
 enum tw_state {
-  TW_IDLE = 0xa000, /* inactive */
-  TW_DUE = 0xc000,  /* in w->firing or w->due: deadline <= now */
-  TW_SLOT = 0xe000  /* in slot (tag & TW_INDEX_MASK) */
+  TW_IDLE = 0x14000,    /* inactive */
+  TW_DUE = 0x18000,     /* in w->firing or w->due: deadline <= now */
+  TW_SLOT = TW__IN_SLOT /* in slot (tag & TW_INDEX_MASK) */
 };
 
 struct tw_slot {
@@ -107,6 +112,7 @@ struct tw_pace {
 };
 
 struct tw_wheel {
+  /* First, as struct tw__wheel_head (twheel.h's inline starts read them): */
   uint64_t now;         /* what tw_now() says: the latest advance's time */
   uint64_t next_seq;    /* start sequence: orders equal deadlines */
   uint64_t pos;         /* the slots' reference time, <= now */
@@ -160,8 +166,8 @@ static inline int tw__is_valid(const tw_timer *t) {
 
 /*
  * Fires before `b` in one advance: earlier deadline, then earlier start.
- * Sequences are compared modulo 2^48, so equal deadlines keep their start
- * order as long as their starts are fewer than 2^47 starts apart.
+ * Sequences are compared modulo 2^47, so equal deadlines keep their start
+ * order as long as their starts are fewer than 2^46 (7e13) starts apart.
  */
 static inline int tw__fires_before(const tw_timer *a, const tw_timer *b) {
   return a->tw__deadline < b->tw__deadline ||
