@@ -93,7 +93,7 @@ static uint64_t earliest_in_slots(tw_wheel *w) {
       }
     }
     if (best_index == TW_SLOT_COUNT || !tw__is_dirty(w, best_index) ||
-        w->counts[best_index] > TW_RESCAN_LIMIT)
+        w->slots[best_index].count > TW_RESCAN_LIMIT)
       return best;
     tw__rescan(w, best_index);
   }
@@ -105,9 +105,9 @@ uint64_t tw_next_expiry(tw_wheel *w) {
   if (!w || w->free_pending)
     return TW_NEVER;
   if (w->collecting != TW_SLOT_COUNT &&
-      (w->counts[w->collecting] == 0 ||
+      (w->slots[w->collecting].count == 0 ||
        (tw__is_dirty(w, w->collecting) &&
-        w->counts[w->collecting] <= TW_RESCAN_LIMIT))) {
+        w->slots[w->collecting].count <= TW_RESCAN_LIMIT))) {
     size_t unlimited = TW_ALL; /* a budget stopped it: finish it, it is small */
     collect(w, &unlimited);
   }

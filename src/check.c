@@ -46,10 +46,10 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   int holder = 0; /* a timer marked TW_MAY_HOLD_MIN has the minimum */
 
   if (tw__list_empty(&slot->timers)) { /* most slots: cheap */
-    if (slot->timers.prev != &slot->timers || w->counts[index] || bit ||
+    if (slot->timers.prev != &slot->timers || w->slots[index].count || bit ||
         tw__is_dirty(w, index))
       FAIL("slot %zu: empty list, count %u, bit %d, dirty %d", index,
-           w->counts[index], bit, tw__is_dirty(w, index));
+           w->slots[index].count, bit, tw__is_dirty(w, index));
     return NULL;
   }
   start = tw__slot_start(w->pos, level, ring_pos);
@@ -83,8 +83,9 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   }
   if (slot->timers.prev != prev)
     FAIL("slot %zu: broken tail link", index);
-  if (w->counts[index] != (uint32_t)length)
-    FAIL("slot %zu: count %u, %zu timers", index, w->counts[index], length);
+  if (w->slots[index].count != (uint32_t)length)
+    FAIL("slot %zu: count %u, %zu timers", index, w->slots[index].count,
+         length);
   if (!bit)
     FAIL("slot %zu: %zu timers, occupied bit clear", index, length);
   if (start <= w->pos && index != w->collecting)

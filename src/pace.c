@@ -103,7 +103,7 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
     since = paid_up_to(w, level, block_start);
     pace->block = tw__block(w->pos, level);
     pace->since = since;
-    want = owed(w->counts[source], win, since, w->pos);
+    want = owed(w->slots[source].count, win, since, w->pos);
     if (want > budget - moved) {
       moved += tw__drain(w, source, budget - moved);
       next = w->pos; /* the rest is owed at the next advance */
@@ -113,7 +113,7 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
       moved += tw__drain(w, source, (size_t)want);
       pace->since = w->pos;
     }
-    since = when_owing_one(w->counts[source], win, pace->since);
+    since = when_owing_one(w->slots[source].count, win, pace->since);
     if (since < next)
       next = since;
   }
@@ -151,7 +151,7 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
 
     if (source == TW_SLOT_COUNT)
       continue;
-    at = when_owing(w->counts[source], drain_window(block_start, level),
+    at = when_owing(w->slots[source].count, drain_window(block_start, level),
                     paid_up_to(w, level, block_start));
     if (at < earliest)
       earliest = at;
@@ -165,9 +165,9 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
       if (start <= from || start - block >= earliest)
         break; /* wrapped round, or a source only after the answer */
       from = start;
-      if (w->counts[next] > TW_MAINTENANCE_MOVES) {
-        at = when_owing(w->counts[next], drain_window(start - block, level),
-                        start - block);
+      if (w->slots[next].count > TW_MAINTENANCE_MOVES) {
+        at = when_owing(w->slots[next].count,
+                        drain_window(start - block, level), start - block);
         if (at < earliest)
           earliest = at;
         break;

@@ -43,9 +43,10 @@ static unsigned lowest_bit(uint64_t x) { /* x != 0 */
  * is the lowest such L or the one above it.
  */
 unsigned tw__level_for(uint64_t pos, uint64_t deadline) {
-  unsigned bits = highest_bit(deadline - pos);
-  unsigned level = bits ? (bits - 1) / TW_LEVEL_BITS : 0;
-  if (level < TW_TOP && tw__block(deadline, level) - tw__block(pos, level) > 1)
+  unsigned bits = highest_bit(deadline - pos) + 1; /* 1..64 */
+  unsigned level = ((bits < 2 ? 2 : bits) - 2) / TW_LEVEL_BITS;
+  if (level < TW_TOP &&
+      (deadline >> tw__shift(level + 1)) - (pos >> tw__shift(level + 1)) > 1)
     level++;
   return level;
 }
@@ -148,7 +149,7 @@ void tw_wheel_free(tw_wheel *w) {
     return;
   for (size_t i = 0; i < TW_SLOT_COUNT; i++) {
     release_all(&w->slots[i].timers);
-    w->counts[i] = 0;
+    w->slots[i].count = 0;
   }
   release_all(&w->due);
   release_all(&w->firing);
@@ -184,13 +185,26 @@ uint64_t tw_moves(const tw_wheel *w) {
 
 /* ---- Moving timers ---- */
 
-void tw__file(tw_wheel *w, tw_timer *t) {
-  uint64_t deadline = t->tw__deadline;
-  unsigned level = tw__level_for(w->pos, deadline);
-  unsigned bit = tw__ring_pos(deadline, level);
+/*
+ * Files a detached timer with deadline > pos in the slot the rule names and
+ * sets its order to `order` (its sequence and option bits) with its place.
+ * The level is the lowest L with block_L(d) - block_L(pos) <= 1 (see
+ * tw__level_for); the slot's position in the level is bits 8L..8L+8 of d.
+ */
+static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order) {
+  uint64_t deadline = t->tw__deadline, pos = w->pos;
+  unsigned bits = highest_bit(deadline - pos) + 1; /* 1..64 */
+  unsigned level = ((bits < 2 ? 2 : bits) - 2) / TW_LEVEL_BITS;
+  unsigned shift = tw__shift(level);
+  /* Two shifts: by 64 in all at the top level, where both give 0. */
+  level +=
+      (deadline >> shift >> TW_LEVEL_BITS) - (pos >> shift >> TW_LEVEL_BITS) >
+      1;
+  shift = tw__shift(level);
+  unsigned bit = (unsigned)(deadline >> shift) & (TW_LEVEL_SLOTS - 1);
   size_t index = tw__slot_index(level, bit);
   struct tw_slot *slot = &w->slots[index];
-  uint64_t start = deadline >> tw__shift(level) << tw__shift(level);
+  uint64_t start = deadline >> shift << shift;
   unsigned place = TW_SLOT | (unsigned)index;
 
   tw__list_append(&slot->timers, &t->tw__link);
@@ -198,29 +212,42 @@ void tw__file(tw_wheel *w, tw_timer *t) {
     w->horizon = start;
   /* The one timer that holds the minimum is marked; others with the same
    * deadline may move later without making it inexact. */
-  if (w->counts[index]++ == 0) {
+  if (slot->count++ == 0) {
     set_occupied(w, level, bit);
     slot->min = deadline;
     place |= TW_MAY_HOLD_MIN;
-  } else if (deadline < slot->min ||
-             (deadline == slot->min && tw__is_dirty(w, index))) {
+  } else if (deadline <= slot->min &&
+             (deadline < slot->min || tw__is_dirty(w, index))) {
     slot->min = deadline; /* the bound is met again: exact */
     set_dirty(w, index, 0);
     place |= TW_MAY_HOLD_MIN;
   }
-  tw__set_place(t, place);
+  t->tw__order = order | place;
 }
 
-/* Unlinks a timer from slot `index`, which it is in. */
-static void leave_slot(tw_wheel *w, tw_timer *t, size_t index) {
-  tw__list_unlink(&t->tw__link);
-  if (--w->counts[index] == 0) {
+void tw__file(tw_wheel *w, tw_timer *t) {
+  file_in(w, t, t->tw__order & ~(uint64_t)TW_PLACE_MASK);
+}
+
+/* The rare ends of leaving slot `index`: the slot is now empty, or the
+ * timer that left may have held its minimum. */
+static void left_slot(tw_wheel *w, tw_timer *t, size_t index) {
+  struct tw_slot *slot = &w->slots[index];
+  if (slot->count == 0) {
     unsigned level = tw__level_of_index(index);
     clear_occupied(w, level,
                    (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
-  } else if (t->tw__deadline == w->slots[index].min) {
-    set_dirty(w, index, 1); /* it may have held the minimum */
+  } else if (t->tw__deadline == slot->min) {
+    set_dirty(w, index, 1);
   }
+}
+
+/* Unlinks a timer from slot `index`, which it is in. Only the timer that
+ * set the minimum (TW_MAY_HOLD_MIN) can take it away. */
+static inline void leave_slot(tw_wheel *w, tw_timer *t, size_t index) {
+  tw__list_unlink(&t->tw__link);
+  if (--w->slots[index].count == 0 || (t->tw__order & TW_MAY_HOLD_MIN))
+    left_slot(w, t, index);
 }
 
 void tw__detach(tw_wheel *w, tw_timer *t) {
@@ -256,7 +283,7 @@ void tw__rescan(tw_wheel *w, size_t index) {
 
   /* Detach the chain at once; its last node still points at the head. */
   tw__list_init(head);
-  w->counts[index] = 0;
+  w->slots[index].count = 0;
   clear_occupied(w, level, (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
   while (node != head) {
     tw_link *next = node->next;
@@ -297,11 +324,12 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
   else
     tw__detach(w, t);
   t->tw__deadline = deadline;
-  t->tw__order = order | TW_IDLE;
-  if (deadline > w->now)
-    tw__file(w, t);
-  else
+  if (deadline > w->now) {
+    file_in(w, t, order);
+  } else {
+    t->tw__order = order | TW_IDLE;
     tw__append_due(w, t);
+  }
 }
 
 void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
@@ -360,6 +388,17 @@ int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb, uint64_t timeout,
 }
 
 int tw_timer_stop(tw_wheel *w, tw_timer *t) {
+  uint64_t order;
+  if (!w || !t)
+    return -EINVAL;
+  order = t->tw__order;
+  if ((order & TW_STATE_MASK) == TW_SLOT &&
+      (order & TW_INDEX_MASK) < TW_SLOT_COUNT) { /* the rest */
+    leave_slot(w, t, order & TW_INDEX_MASK);
+    t->tw__order = (order & ~(uint64_t)TW_PLACE_MASK) | TW_IDLE;
+    w->count--;
+    return 0;
+  }
   if (!usable(w, t))
     return -EINVAL;
   if (tw__state(t) != TW_IDLE)

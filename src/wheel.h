@@ -93,9 +93,10 @@ enum tw_state {
   TW_SLOT = TW__IN_SLOT /* in slot (tag & TW_INDEX_MASK) */
 };
 
-struct tw_slot {
+struct tw_slot { /* 32 bytes: one access touches one cache line */
   tw_link timers;
-  uint64_t min; /* see above */
+  uint64_t min;   /* see above */
+  uint32_t count; /* timers in it (for the pace) */
 };
 
 /* One level's bitmaps over its slots; bit h*256+s is half h, slot s. */
@@ -131,7 +132,6 @@ struct tw_wheel {
   uint64_t horizon;   /* no occupied slot starts before this time */
   tw_link due;
   tw_link firing;
-  uint32_t counts[TW_SLOT_COUNT];
   struct tw_slot slots[TW_SLOT_COUNT];
 };
 
