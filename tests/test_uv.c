@@ -1,8 +1,10 @@
 /*
  * The libuv adapter against real loops and the real clock. The first half
- * ports the intent of libuv's own timer tests (test-timer.c, test-ref.c,
- * test-loop-time.c); the second covers what the adapter adds: one UV_TIMER
- * handle, lazy re-arming, liveness, 0 ms timers that cannot starve I/O, close.
+ * ports the intent of libuv's own timer tests (test-timer.c with libuv
+ * 1.45's no_double_call cases, test-timer-again.c, test-timer-from-check.c,
+ * test-ref.c, test-loop-time.c); the second covers what the adapter adds:
+ * one UV_TIMER handle, lazy re-arming, liveness, 0 ms timers that cannot
+ * starve I/O, close.
  *
  * Every callback checks "never early" with uv_hrtime(), as libuv's
  * timer_early_check does: uv_now() is the loop's cached clock (never ahead
@@ -483,10 +485,12 @@ Test(uv, never_fires_before_its_deadline_by_uv_hrtime) {
   cr_assert_lt((uv_hrtime() - t0) / 1000000, 1000, "far too late");
 }
 
-/* timer_no_double_call_once / _nowait: after the loop was blocked for
- * several periods, a repeating timer runs exactly as often as a uv_timer_t
- * twin with the same period in the same loop (missed periods collapse), and
- * inside its callback it is active with due_in == repeat. */
+/* timer_no_double_call_once / _nowait: a repeating timer whose deadline
+ * passed while the loop was blocked. libuv >= 1.45 calls it once per
+ * uv_run(UV_RUN_ONCE) or (UV_RUN_NOWAIT); libuv 1.44 runs the timer phase
+ * before the poll and again after it in UV_RUN_ONCE, so a uv_timer_t twin
+ * is called twice there. The adapter calls its timer once, whatever the
+ * libuv; inside its callback it is active with due_in == repeat. */
 static int twin_calls;
 static void twin_cb(uv_timer_t *h) {
   (void)h;
@@ -510,20 +514,27 @@ static void end_twins(struct probe *p, uv_timer_t *twin) {
   uv_run(&loop, UV_RUN_DEFAULT);
 }
 
-Test(uv, blocked_repeat_runs_like_its_uv_timer_twin_in_run_once) {
+Test(uv, repeat_due_at_entry_runs_once_per_uv_run_once) {
   static struct probe p;
   uv_timer_t twin;
-  start_twins_and_block(&p, &twin, 35);
-  uv_run(&loop, UV_RUN_ONCE);
-  cr_assert_geq(p.calls, 1);
-  cr_assert_eq(p.calls, twin_calls, "twheel %d calls, uv_timer_t %d", p.calls,
-               twin_calls);
+  start_twins_and_block(&p, &twin, 20);
+  cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 1);
+  cr_assert_eq(p.calls, 1, "%d calls in one UV_RUN_ONCE", p.calls);
   cr_assert(log_[0].active);
   cr_assert_eq(log_[0].due_in, 10);
+  cr_assert_geq(twin_calls, 1);
+  if (uv_version() >= 0x012d00) /* 1.45: once, as the adapter */
+    cr_assert_eq(twin_calls, 1);
+  /* Every later UV_RUN_ONCE calls it once more (probe_cb: never early). */
+  uv_timer_stop(&twin);
+  for (int run = 2; run <= 6; run++) {
+    cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 1);
+    cr_assert_eq(p.calls, run, "%d calls after %d UV_RUN_ONCE", p.calls, run);
+  }
   end_twins(&p, &twin);
 }
 
-Test(uv, blocked_repeat_runs_once_in_run_nowait) {
+Test(uv, repeat_due_at_entry_runs_once_per_uv_run_nowait) {
   static struct probe p;
   uv_timer_t twin;
   start_twins_and_block(&p, &twin, 55); /* five periods */
@@ -532,6 +543,120 @@ Test(uv, blocked_repeat_runs_once_in_run_nowait) {
   cr_assert_eq(twin_calls, 1);
   cr_assert_eq(log_[0].due_in, 10);
   end_twins(&p, &twin);
+}
+
+/* The usual UV_RUN_ONCE loop: each call waits for the next due timer and
+ * calls it, never early; no call is empty and none calls a timer twice, also
+ * with a one-shot started between two calls joining in. */
+Test(uv, run_once_loop_calls_each_due_timer_once_per_call) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start(&p[0], 4, 4);
+  for (int run = 1; run <= 12; run++) {
+    if (run == 6)
+      start(&p[1], 2, 0); /* earlier than p[0]'s next call */
+    int before[2] = {p[0].calls, p[1].calls};
+    cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 1);
+    for (int i = 0; i < 2; i++)
+      cr_assert_leq(p[i].calls - before[i], 1,
+                    "run %d called timer %d %d times", run, i,
+                    p[i].calls - before[i]);
+    cr_assert_gt(p[0].calls + p[1].calls, before[0] + before[1],
+                 "run %d called nothing", run);
+  }
+  cr_assert_eq(p[1].calls, 1);
+  cr_assert_geq(p[0].calls, 11);
+  cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0);
+}
+
+/* test-timer-from-check's setting under UV_RUN_ONCE: a check callback
+ * starts a 0 ms timer, which runs in that same call (its timer phase after
+ * the poll), and the next call still waits for the repeating timer and runs
+ * it: the adapter sees it was started after the poll, whichever check
+ * handle runs first. */
+static struct probe *from_check;
+static int start_from_check;
+static void check_starts_zero_timer(uv_check_t *c) {
+  (void)c;
+  if (start_from_check) {
+    start_from_check = 0;
+    start(from_check, 0, 0);
+  }
+}
+
+static void stop_idle(uv_idle_t *idle) {
+  uv_idle_stop(idle); /* one poll that does not wait */
+}
+
+Test(uv, timer_started_from_a_check_callback_leaves_next_run_once_whole) {
+  static struct probe p[2];
+  for (int older = 0; older < 2; older++) {
+    uv_check_t user_check;
+    uv_idle_t idle;
+    probes_init(p, 2);
+    from_check = &p[1];
+    cr_assert_eq(uv_check_init(&loop, &user_check), 0);
+    cr_assert_eq(uv_idle_init(&loop, &idle), 0);
+    if (older) /* started before the adapter's check handle runs first */
+      cr_assert_eq(uv_check_start(&user_check, check_starts_zero_timer), 0);
+    start(&p[0], 50, 50); /* long enough not to come due by accident */
+    if (!older)
+      cr_assert_eq(uv_check_start(&user_check, check_starts_zero_timer), 0);
+    cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 1);
+    cr_assert_eq(p[0].calls, 1);
+    start_from_check = 1;
+    cr_assert_eq(uv_idle_start(&idle, stop_idle), 0);
+    cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 1);
+    cr_assert_eq(p[1].calls, 1, "the 0 ms timer did not run in its call");
+    cr_assert_eq(p[0].calls, 1);
+    for (int run = 2; run <= 4; run++) {
+      cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 1);
+      cr_assert_eq(p[0].calls, run, "run %d: %d calls", run, p[0].calls);
+    }
+    cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0);
+    uv_close((uv_handle_t *)&user_check, NULL);
+    uv_close((uv_handle_t *)&idle, NULL);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  }
+}
+
+/* timer_zero_timeout under UV_RUN_ONCE: a timer restarting itself with 0 ms
+ * runs once per call (libuv 1.44 would run such a uv_timer_t in both of
+ * the call's timer phases, and 1.44's same-pass rerun many times more). */
+Test(uv, zero_timeout_restarted_in_its_callback_runs_once_per_uv_run_once) {
+  static struct probe p;
+  probes_init(&p, 1);
+  p.then = restart_zero;
+  start(&p, 0, 0);
+  for (int i = 1; i <= 50; i++) {
+    cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 1);
+    cr_assert_eq(p.calls, i, "%d calls after %d UV_RUN_ONCE", p.calls, i);
+  }
+  for (size_t i = 1; i < log_len; i++)
+    cr_assert_gt(log_[i].iteration, log_[i - 1].iteration);
+  cr_assert_eq(tw_uv_timer_stop(&p.t), 0);
+}
+
+/* In UV_RUN_DEFAULT nothing changes: a repeating timer runs once per loop
+ * iteration, every period. */
+static void stop_at_ten(struct probe *p) {
+  if (p->calls == 10)
+    cr_assert_eq(tw_uv_timer_stop(&p->t), 0);
+}
+
+Test(uv, repeat_in_run_default_runs_once_per_iteration_every_period) {
+  static struct probe p;
+  probes_init(&p, 1);
+  p.then = stop_at_ten;
+  start(&p, 3, 3);
+  uint64_t t0 = uv_now(&loop);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(p.calls, 10);
+  cr_assert_geq(log_[0].now, t0 + 3);
+  for (size_t i = 1; i < log_len; i++) {
+    cr_assert_gt(log_[i].iteration, log_[i - 1].iteration);
+    cr_assert_geq(log_[i].now, log_[i - 1].now + 3);
+  }
 }
 
 /* timer_no_run_on_unref, timer_ref, timer_ref2 */
@@ -562,6 +687,12 @@ Test(uv, unref_before_start_and_of_an_active_repeat_keep_nothing_alive) {
   cr_assert_eq(uv_loop_alive(&loop), 1);
   tw_uv_timer_stop(&p[1].t);
   cr_assert_eq(uv_loop_alive(&loop), 0);
+  /* Stopping an active unreferenced timer leaves the others' liveness. */
+  start(&p[1], 1000, 0);
+  cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0);
+  cr_assert_eq(uv_loop_alive(&loop), 1);
+  tw_uv_timer_stop(&p[1].t);
+  cr_assert_eq(uv_loop_alive(&loop), 0);
   cr_assert_eq(log_len, 0);
 }
 
@@ -576,6 +707,21 @@ Test(uv, unreferenced_timers_fire_while_a_referenced_one_keeps_the_loop) {
   cr_assert_geq(p[1].calls, 1); /* usually ~11; a stalled loop collapses */
   cr_assert(tw_uv_timer_is_active(&p[1].t));
   cr_assert_eq(uv_loop_alive(&loop), 0);
+}
+
+/* uv_timer_get_due_in: max(0, deadline - uv_now), so 0 for a timer due
+ * but not run yet. */
+Test(uv, due_in_of_a_timer_due_but_not_run_yet_is_zero) {
+  static struct probe p;
+  probes_init(&p, 1);
+  start(&p, 2, 0);
+  cr_assert_eq(tw_uv_timer_get_due_in(&p.t), 2);
+  uv_sleep(5);
+  uv_update_time(&loop);
+  cr_assert(tw_uv_timer_is_active(&p.t));
+  cr_assert_eq(tw_uv_timer_get_due_in(&p.t), 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(p.calls, 1);
 }
 
 /* timer_again */
@@ -946,6 +1092,30 @@ Test(uv, close_from_a_callback_stops_the_pass_and_calls_nothing_more) {
   cr_assert_eq(stats_at_close.fired, 1);
   for (int i = 0; i < 4; i++)
     cr_assert_not(tw_uv_timer_is_active(&closing[i].t));
+  d = NULL;
+}
+
+/* On libuv 1.44 the second call of a repeating timer due at the start of
+ * a UV_RUN_ONCE waits for the next call's prepare phase: closing the
+ * adapter from there works as from the timer phase. */
+static void close_on_second_call(struct probe *p) {
+  if (p->calls == 2)
+    tw_uv_close(d, on_closed);
+}
+
+Test(uv, close_from_a_repeating_callback_in_a_later_run_once) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  p[0].then = close_on_second_call;
+  start(&p[0], 5, 5);
+  start(&p[1], 500, 0); /* never called: the close comes first */
+  uv_sleep(10);
+  while (closed_calls == 0)
+    uv_run(&loop, UV_RUN_ONCE);
+  cr_assert_eq(p[0].calls, 2);
+  cr_assert_eq(p[1].calls, 0);
+  cr_assert_not(tw_uv_timer_is_active(&p[1].t));
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
   d = NULL;
 }
 

@@ -7,6 +7,20 @@
  * timer's own callback; the prepare handle starts the uv_timer_t before the
  * next poll instead, which keeps libuv 1.44 from rerunning it in the same
  * timer pass (I/O and check callbacks run between two calls).
+ *
+ * One timer pass per iteration (libuv < 1.45, `one_pass`). libuv 1.44's
+ * uv_run(UV_RUN_ONCE) runs the timer phase before the poll and again after
+ * it; libuv 1.45 and later run it once, after the poll. The adapter cannot
+ * tell the modes apart (the phases of UV_RUN_ONCE are those of two
+ * UV_RUN_DEFAULT iterations), so it follows one rule in every mode: the
+ * wheel's callbacks run at most once in one iteration, counted from the
+ * end of one poll to the end of the next. The check handle marks the end of
+ * a poll: it records whether the loop timer was due then (`due_at_check`:
+ * the next timer phase is the one after the poll) and whether callbacks ran
+ * before that poll (`ran_before_poll`). A wakeup after the poll that follows
+ * callbacks run before it leaves its callbacks to the prepare phase
+ * (`run_at_prepare`): in UV_RUN_DEFAULT that is the same iteration, before
+ * its poll; in UV_RUN_ONCE it is the next uv_run() call.
  */
 #define _POSIX_C_SOURCE 200809L /* uv.h needs POSIX types under -std=c11 */
 #include "twheel-uv.h"
@@ -16,15 +30,26 @@
 
 #define TW_UV__REF 1u
 
+/* The first libuv whose uv_run() runs timers once per iteration. */
+#define ONE_TIMER_PHASE_VERSION 0x012d00u /* 1.45.0 */
+
 struct tw_uv {
   uv_timer_t timer;     /* the one loop timer */
-  uv_prepare_t prepare; /* arms a due-now loop timer outside the timer phase */
+  uv_prepare_t prepare; /* work that must wait for the next prepare phase */
+  uv_check_t check;     /* libuv < 1.45: marks the end of each poll */
   uv_loop_t *loop;
   tw_driver driver;   /* its wheel is the adapter's; closed once closing */
   size_t refd_active; /* active timers that are referenced */
   void (*close_cb)(tw_uv *d);
-  int open_handles;       /* shared handles libuv has not closed yet */
-  unsigned char deferred; /* the loop timer waits for the prepare phase */
+  int open_handles;             /* shared handles libuv has not closed yet */
+  unsigned char deferred;       /* the loop timer waits for the prepare phase */
+  unsigned char run_at_prepare; /* so does a wakeup's advance */
+  unsigned char in_prepare;     /* that advance is running */
+  unsigned char one_pass;       /* libuv < 1.45: see the top of this file */
+  unsigned char due_at_check;   /* the loop timer was due when the poll ended */
+  unsigned char after_check;    /* the check phase ran, the timer phase not */
+  unsigned char ran_since_check; /* callbacks ran since, before the next poll */
+  unsigned char ran_before_poll; /* ... before the poll that ended last */
 };
 
 static tw_uv_timer_t *handle_of(tw_timer *t) {
@@ -52,6 +77,7 @@ static void refd_inc(tw_uv *d) {
   if (d->refd_active++ == 0) {
     uv_ref((uv_handle_t *)&d->timer);
     uv_ref((uv_handle_t *)&d->prepare);
+    uv_ref((uv_handle_t *)&d->check);
   }
 }
 
@@ -59,19 +85,83 @@ static void refd_dec(tw_uv *d) {
   if (--d->refd_active == 0) {
     uv_unref((uv_handle_t *)&d->timer);
     uv_unref((uv_handle_t *)&d->prepare);
+    uv_unref((uv_handle_t *)&d->check);
+  }
+}
+
+static void on_timer(uv_timer_t *timer);
+static void on_prepare(uv_prepare_t *prepare);
+static void on_check(uv_check_t *check);
+
+/* The prepare handle runs while something waits for it. */
+static void sync_prepare(tw_uv *d) {
+  if (d->deferred || d->run_at_prepare)
+    uv_prepare_start(&d->prepare, on_prepare);
+  else
+    uv_prepare_stop(&d->prepare);
+}
+
+/* The check handle follows the polls on libuv < 1.45 only; without it
+ * nothing below ever defers a wakeup. */
+static void follow_polls(tw_uv *d) {
+  if (d->one_pass)
+    uv_check_start(&d->check, on_check);
+}
+
+/* Advances the wheel for a wakeup; `before_poll`: this iteration's poll
+ * has not run yet, so a second wakeup after it must wait. */
+static void expire(tw_uv *d, int before_poll) {
+  size_t ran = tw_driver_expired(&d->driver, uv_now(d->loop));
+  if (ran > 0 && before_poll && !d->driver.closed) {
+    d->ran_since_check = 1;
+    follow_polls(d);
   }
 }
 
 static void on_timer(uv_timer_t *timer) {
   tw_uv *d = timer->data;
-  tw_driver_expired(&d->driver, uv_now(d->loop));
+  int after_poll = d->due_at_check;
+
+  d->due_at_check = d->after_check = 0;
+  if (after_poll && d->ran_before_poll) { /* only with one_pass */
+    d->run_at_prepare = 1;                /* the next iteration's */
+    sync_prepare(d);
+    return;
+  }
+  expire(d, !after_poll);
 }
 
 static void on_prepare(uv_prepare_t *prepare) {
   tw_uv *d = prepare->data;
-  uv_prepare_stop(prepare);
-  d->deferred = 0;
-  uv_timer_start(&d->timer, on_timer, 0, 0);
+  d->after_check = 0;
+  if (d->run_at_prepare) {
+    d->run_at_prepare = 0;
+    d->in_prepare = 1;
+    expire(d, 1);
+    d->in_prepare = 0;
+    if (d->driver.closed)
+      return; /* tw_uv_close ran in a callback: the handles are closing */
+  }
+  if (d->deferred) {
+    d->deferred = 0;
+    uv_timer_start(&d->timer, on_timer, 0, 0);
+  }
+  sync_prepare(d);
+}
+
+/* The end of a poll (libuv < 1.45 only): see the top of this file. */
+static void on_check(uv_check_t *check) {
+  tw_uv *d = check->data;
+  int armed = uv_is_active((uv_handle_t *)&d->timer);
+
+  d->ran_before_poll = d->ran_since_check;
+  d->ran_since_check = 0;
+  d->due_at_check = armed && uv_timer_get_due_in(&d->timer) == 0;
+  d->after_check = 1;
+  /* `deferred` and `run_at_prepare` are never set here: a prepare phase
+   * always comes between the timer phase that sets them and this one. */
+  if (!armed && !d->ran_before_poll)
+    uv_check_stop(check); /* nothing left to follow */
 }
 
 /* The driver's `arm`: sets the uv_timer_t for `at` in uv_now() ms. */
@@ -79,19 +169,23 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
   tw_uv *d = adapter_of(driver);
   uint64_t now = uv_now(d->loop);
 
-  if (d->deferred) {
-    uv_prepare_stop(&d->prepare);
-    d->deferred = 0;
-  }
+  d->deferred = 0;
+  d->due_at_check = 0; /* whatever the check phase saw is out of date */
   if (at == TW_NEVER) {
+    d->run_at_prepare = 0;
     uv_timer_stop(&d->timer);
-  } else if (from_expiry && at <= now) { /* it would rerun at once */
-    uv_timer_stop(&d->timer);
-    uv_prepare_start(&d->prepare, on_prepare);
+  } else if (from_expiry && at <= now && !d->in_prepare) {
+    uv_timer_stop(&d->timer); /* it would rerun at once */
     d->deferred = 1;
   } else {
     uv_timer_start(&d->timer, on_timer, at > now ? at - now : 0, 0);
+    /* Due now from a check or close callback: the timer phase that follows
+     * this poll runs it, as if the check phase had seen it due. */
+    d->due_at_check = d->after_check && at <= now;
   }
+  sync_prepare(d);
+  if (at != TW_NEVER)
+    follow_polls(d);
   return 0;
 }
 
@@ -115,14 +209,17 @@ int tw_uv_init(uv_loop_t *loop, tw_uv **out) {
     return UV_ENOMEM;
   }
   tw_driver_init(&d->driver, wheel, arm);
-  /* Neither can fail on a live loop (libuv 1.44 to 1.48). */
+  /* None can fail on a live loop (libuv 1.44 to 1.48). */
   uv_timer_init(loop, &d->timer);
   uv_prepare_init(loop, &d->prepare);
-  d->timer.data = d->prepare.data = d;
+  uv_check_init(loop, &d->check);
+  d->timer.data = d->prepare.data = d->check.data = d;
   uv_unref((uv_handle_t *)&d->timer);
   uv_unref((uv_handle_t *)&d->prepare);
+  uv_unref((uv_handle_t *)&d->check);
   d->loop = loop;
-  d->open_handles = 2;
+  d->open_handles = 3;
+  d->one_pass = uv_version() < ONE_TIMER_PHASE_VERSION;
   *out = d;
   return 0;
 }
@@ -144,9 +241,10 @@ void tw_uv_close(tw_uv *d, void (*close_cb)(tw_uv *d)) {
   /* Inside a callback the wheel is freed when tw_advance returns. */
   tw_wheel_free(d->driver.wheel);
   d->refd_active = 0;
-  d->deferred = 0;
+  d->deferred = d->run_at_prepare = 0;
   uv_close((uv_handle_t *)&d->timer, on_handle_closed);
   uv_close((uv_handle_t *)&d->prepare, on_handle_closed);
+  uv_close((uv_handle_t *)&d->check, on_handle_closed);
 }
 
 tw_wheel *tw_uv_wheel(tw_uv *d) {

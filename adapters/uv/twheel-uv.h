@@ -9,23 +9,63 @@
  * function concerned.
  *
  * How the adapter drives the loop:
- *  - one uv_timer_t (and one uv_prepare_t, see below) per tw_uv, whatever
- *    the number of timers. It is armed for the wheel's next expiry and
- *    re-armed only when that becomes earlier: moving a deadline later (the
- *    idle-timeout reset) or stopping a timer never touches it, and at worst
- *    costs one wakeup that fires nothing, after which it is re-armed. It is
- *    stopped when no timer is active. When it fires the wheel advances to
- *    uv_now(loop) and runs every due callback in deadline order, equal
- *    deadlines in the order of their latest start, as libuv does.
+ *  - one uv_timer_t, one uv_prepare_t and (libuv < 1.45) one uv_check_t per
+ *    tw_uv, whatever the number of timers. The timer is armed for the
+ *    wheel's next expiry and re-armed only when that becomes earlier:
+ *    moving a deadline later (the idle-timeout reset) or stopping a timer
+ *    never touches it, and at worst costs one wakeup that fires nothing,
+ *    after which it is re-armed. It is stopped when no timer is active. When
+ *    it fires the wheel advances to uv_now(loop) and runs every due callback
+ *    in deadline order, equal deadlines in the order of their latest start,
+ *    as libuv does.
  *  - loop liveness as in Node.js: the shared handles are referenced only
  *    while at least one referenced timer is active, so uv_run() returns when
  *    only unreferenced timers remain.
  *  - a callback that restarts a timer with 0 ms never starves I/O: a timer
  *    started while callbacks run fires at the earliest in the next loop
- *    iteration. When that leaves a timer due at once, the uv_timer_t is
- *    re-armed from the prepare phase instead of from its own callback (libuv
- *    1.44 would rerun it in the same pass), so I/O and check callbacks run
- *    between two calls. The uv_prepare_t does nothing else.
+ *    iteration (libuv >= 1.48 does the same). When that leaves a timer due
+ *    at once, the uv_timer_t is re-armed from the prepare phase instead of
+ *    from its own callback (libuv 1.44 would rerun it in the same pass), so
+ *    I/O and check callbacks run between two calls.
+ *  - each timer is called at most once per uv_run(UV_RUN_ONCE) or
+ *    uv_run(UV_RUN_NOWAIT), as libuv >= 1.45 does (its test
+ *    timer_no_double_call_once). libuv 1.44 runs the timer phase before the
+ *    poll and again after it in UV_RUN_ONCE, so a repeating uv_timer_t due
+ *    again by the second runs twice there; the adapter does not. It cannot
+ *    see which mode uv_run() is in, so on libuv < 1.45 it follows one rule
+ *    in every mode: when its callbacks ran before the poll of an iteration,
+ *    the wakeup that comes due during that poll runs its callbacks at the
+ *    next prepare phase, in order and never early. In UV_RUN_DEFAULT that
+ *    is the same iteration, before its poll, after the loop's idle and
+ *    pending callbacks (instead of before them); in UV_RUN_ONCE it is the
+ *    start of the next uv_run(). The check handle, which marks the end of
+ *    each poll, is active while the wheel has timers. On libuv >= 1.45 none
+ *    of this runs (only 1.44 is tested: Debian 12 has nothing newer).
+ *
+ * Differences from uv_timer_t that remain, on purpose:
+ *  - a timer is not a uv_handle_t: no uv_close (stop it; its memory may
+ *    then be freed at once), uv_ref, uv_is_active or `loop` member (use
+ *    tw_uv_timer_ref, tw_uv_timer_is_active, tw_uv_loop); the adapter's own
+ *    handles appear in uv_walk() and are not yours to close;
+ *  - a huge timeout saturates at UINT64_MAX - 1 ms (libuv: UINT64_MAX);
+ *  - tw_uv_timer_get_due_in of a stopped timer is 0 (libuv keeps the
+ *    stopped deadline);
+ *  - tw_uv_timer_again on a closed adapter gives UV_EINVAL (libuv's again
+ *    on a closing handle returns 0), and so does any call on a zeroed timer;
+ *  - on libuv 1.44, the newer libuvs' behaviours above (0 ms from a
+ *    callback waits for the next iteration; at most one call per
+ *    UV_RUN_ONCE), with the prepare-phase shift they need. The adapter
+ *    infers where it is from the loop's phases, and two rare sequences
+ *    escape it: a timer that comes due in the instant between the check
+ *    phase and the timer phase (the millisecond turns after an I/O wakeup)
+ *    can make the next UV_RUN_ONCE return without running the callbacks due
+ *    at its end (they run first in the call after); and the UV_RUN_ONCE
+ *    right after a uv_run() that returned from its check phase
+ *    (UV_RUN_NOWAIT, uv_stop) can run a repeating timer twice, as libuv
+ *    1.44 itself would, if a timer came due between the two calls;
+ *  - between twheel timers and the plain uv_timer_ts of the same loop, the
+ *    order within one pass is not defined: the twheel timers all run when
+ *    the one loop timer does (on libuv 1.44 possibly at the prepare phase).
  *
  * Threads: like libuv handles, a tw_uv and its timers belong to the loop's
  * thread.
@@ -64,11 +104,11 @@ struct tw_uv_timer_s {
 
 /*
  * Creates the adapter for `loop`: one wheel whose time starts at
- * uv_now(loop), one uv_timer_t and one uv_prepare_t, both initialised in the
- * loop and unreferenced until a referenced timer is started. Their `data`
- * field points at the adapter; do not uv_close() them yourself (close the
- * adapter before a uv_walk() that closes every handle, or skip handles for
- * which uv_is_closing() is true).
+ * uv_now(loop), one uv_timer_t, one uv_prepare_t and one uv_check_t (used
+ * on libuv < 1.45 only), all initialised in the loop and unreferenced until
+ * a referenced timer is started. Their `data` field points at the adapter;
+ * do not uv_close() them yourself (close the adapter before a uv_walk() that
+ * closes every handle, or skip handles for which uv_is_closing() is true).
  * Returns 0 and stores the adapter in *out, UV_EINVAL for a NULL argument,
  * UV_ENOMEM when out of memory (*out untouched on error).
  */
@@ -127,7 +167,8 @@ TW_EXTERN int tw_uv_timer_init(tw_uv *d, tw_uv_timer_t *handle);
  * so a huge timeout is an ordinary active timer that never fires.
  * A timer started while this adapter's callbacks run fires at the earliest
  * in the next loop iteration, whatever its timeout (libuv >= 1.48 does the
- * same; 1.44 reruns a 0 ms timer in the same pass).
+ * same; 1.44 reruns a 0 ms timer in the same pass), and a timer is called
+ * at most once per uv_run(UV_RUN_ONCE) (libuv >= 1.45; see the top).
  * UV_EINVAL for a NULL callback or handle, an uninitialised handle, or a
  * closing adapter (nothing changed).
  */
