@@ -53,6 +53,19 @@ void model_timer_init(model *m, size_t id) {
   t->started = 0;
   t->collected = 0;
   t->repeat = 0;
+  t->fixed_rate = 0;
+}
+
+void model_set_fixed_rate(model *m, size_t id, int fixed_rate) {
+  m->timers[id].fixed_rate = fixed_rate != 0;
+}
+
+int model_fixed_rate(const model *m, size_t id) {
+  return m->timers[id].fixed_rate;
+}
+
+void model_break(model *m) {
+  m->broken = 1;
 }
 
 /* Rule 3: deadlines saturate at TW_NEVER - 1. */
@@ -182,13 +195,14 @@ void model_advance_begin(model *m, uint64_t now, size_t max_fire) {
   m->max_fire = max_fire;
   m->ran = 0;
   m->advancing = 1;
+  m->broken = 0;
 }
 
 /* Rules 5-7: only what was collected and not since stopped or re-armed
  * fires; a repeating timer is re-armed at now + repeat before its
  * callback, a one-shot timer is inactive during it. */
 int model_advance_next(model *m, size_t *id) {
-  if (m->ran >= m->max_fire)
+  if (m->ran >= m->max_fire || m->broken)
     return 0;
   while (m->firing_pos < m->firing_len) {
     size_t i = m->firing[m->firing_pos++];
@@ -197,8 +211,14 @@ int model_advance_next(model *m, size_t *id) {
       continue;
     disarm(m, i);
     m->last_deadline = t->deadline;
-    if (t->repeat)
-      arm(m, i, saturating_add(m->now, t->repeat));
+    if (t->repeat) {
+      /* Rule 6: now + repeat; a fixed rate keeps the period unless the
+       * next one has already passed. */
+      uint64_t next = saturating_add(t->deadline, t->repeat);
+      if (!t->fixed_rate || next < m->now)
+        next = saturating_add(m->now, t->repeat);
+      arm(m, i, next);
+    }
     m->ran++;
     *id = i;
     return 1;

@@ -22,7 +22,8 @@ typedef struct model_timer {
   int collected;     /* due in the advance running now, not fired yet */
   uint64_t deadline; /* absolute; meaningful while active */
   uint64_t repeat;
-  uint64_t seq; /* when it was last armed: orders equal deadlines */
+  int fixed_rate; /* repeat from the deadline fired for (libevent) */
+  uint64_t seq;   /* when it was last armed: orders equal deadlines */
 } model_timer;
 
 typedef struct model {
@@ -34,6 +35,7 @@ typedef struct model {
 
   /* The advance running now. */
   int advancing;
+  int broken; /* tw_break in this advance: no more callbacks in it */
   size_t max_fire;
   size_t ran;
   size_t *firing; /* ids collected at the start, in firing order */
@@ -59,6 +61,12 @@ void model_start_at(model *m, size_t id, uint64_t deadline, uint64_t repeat);
 void model_stop(model *m, size_t id);
 int model_again(model *m, size_t id); /* 0 or -EINVAL */
 void model_set_repeat(model *m, size_t id, uint64_t repeat);
+void model_set_fixed_rate(model *m, size_t id, int fixed_rate);
+int model_fixed_rate(const model *m, size_t id);
+
+/* tw_break from a callback: the advance runs no further callback; what is
+ * due stays due (and runs first at the next advance, by deadline order). */
+void model_break(model *m);
 
 int model_is_active(const model *m, size_t id);
 uint64_t model_deadline(const model *m, size_t id); /* TW_NEVER if inactive */
@@ -76,7 +84,8 @@ uint64_t model_earliest(const model *m);
 void model_advance_begin(model *m, uint64_t now, size_t max_fire);
 
 /* The next callback of the advance: returns 1 and its timer in *id, having
- * disarmed it (a repeating timer re-armed at now + repeat first; the
+ * disarmed it (a repeating timer re-armed at now + repeat first, or with a
+ * fixed rate at its deadline + repeat unless that has passed; the
  * deadline it fired for is in last_deadline), or 0 when the advance is done
  * (nothing left, or the budget is spent). */
 int model_advance_next(model *m, size_t *id);

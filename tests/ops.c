@@ -612,6 +612,8 @@ enum {
   SLICE,
   SLICED_WAKEUP,
   ARRIVALS,
+  FIXED_RATE,
+  BREAK,
   N_OPS
 };
 
@@ -630,6 +632,7 @@ static const uint32_t id_weights[N_OPS][2][ID_MODES] = {
     [IDLE_RESET] = {{0, 1}, {0, 1}},
     [PROGRAM] = {{1}, {1}},
     [ARRIVALS] = {{0, 0, 1}, {0, 0, 1}},
+    [FIXED_RATE] = {{1, 1}, {1, 0, 0, 2, 1}},
 };
 
 /* The next operation, per 100,000 at the top level or in a callback. */
@@ -649,6 +652,8 @@ static size_t choose_op(ops *o) {
     w[BAD_INPUT] = 500;
     w[IDLE_RESET] = 7000;
     w[EXPIRY] = 8000;
+    w[FIXED_RATE] = 2000;
+    w[BREAK] = 1500;
     return choose(o, w, N_OPS);
   }
   w[START] = 1000 * (35 - mix->restarts);
@@ -663,6 +668,7 @@ static size_t choose_op(ops *o) {
   w[IDLE_RESET] = 1000 * mix->restarts;
   w[SLICE] = 80 * mix->slices;
   w[SLICED_WAKEUP] = 5000;
+  w[FIXED_RATE] = 2000;
   /* Connections arriving, half of the time, while below the fill. */
   if (model_count(&o->p->m) * 100 < mix->fill * o->n)
     w[ARRIVALS] = 100000;
@@ -737,6 +743,13 @@ static int one_op(ops *o) {
     break;
   case SLICED_WAKEUP:
     do_sliced_wakeup(o);
+    break;
+  case FIXED_RATE: /* rule 6: repeat from the deadline (libevent) */
+    id = pick_id(o, idw);
+    pair_set_fixed_rate(p, id, (int)pick(o, 3) != 0);
+    break;
+  case BREAK: /* only in a callback: the advance ends after it */
+    pair_break(p);
     break;
   default: /* ARRIVALS: long timeouts on inactive timers */
     for (k = 1 + (size_t)pick(o, 256); k > 0; k--) {

@@ -138,6 +138,13 @@ void pair_set_repeat(pair *p, size_t id, uint64_t repeat) {
   touched(p, id);
 }
 
+void pair_set_fixed_rate(pair *p, size_t id, int fixed_rate) {
+  pair_trace(p, "tw_timer_set_fixed_rate(&t[%zu], %d);", id, fixed_rate);
+  tw_timer_set_fixed_rate(pair_timer(p, id), fixed_rate);
+  model_set_fixed_rate(&p->m, id, fixed_rate);
+  touched(p, id);
+}
+
 void pair_reinit_timer(pair *p, size_t id) {
   if (model_is_active(&p->m, id))
     pair_stop(p, id);
@@ -303,6 +310,12 @@ void pair_free_wheel_in_callback(pair *p) {
   pair_check_all_timers(p);
 }
 
+void pair_break(pair *p) {
+  pair_trace(p, "tw_break(w);");
+  tw_break(p->w);
+  model_break(&p->m);
+}
+
 void pair_reentrant_advance(pair *p, uint64_t to, size_t budget, int slice) {
   const char *name = slice ? "tw_advance_slice" : "tw_advance";
   size_t ran;
@@ -331,6 +344,9 @@ void pair_check_timer(pair *p, size_t id) {
   if (repeat != model_repeat(&p->m, id))
     p->fail("timer %zu: tw_timer_get_repeat %" PRIu64 ", model %" PRIu64, id,
             repeat, model_repeat(&p->m, id));
+  if (tw_timer_is_fixed_rate(t) != model_fixed_rate(&p->m, id))
+    p->fail("timer %zu: tw_timer_is_fixed_rate %d, model %d", id,
+            tw_timer_is_fixed_rate(t), model_fixed_rate(&p->m, id));
 }
 
 /* src/check.c: the wheel's own invariant (not in the public header). */

@@ -76,6 +76,7 @@ void pair_start_at(pair *p, size_t id, uint64_t deadline, uint64_t repeat);
 void pair_stop(pair *p, size_t id);
 void pair_again(pair *p, size_t id); /* the model says 0 or -EINVAL */
 void pair_set_repeat(pair *p, size_t id, uint64_t repeat);
+void pair_set_fixed_rate(pair *p, size_t id, int fixed_rate);
 
 /* Stop the timer if active, then tw_timer_init on the same memory. */
 void pair_reinit_timer(pair *p, size_t id);
@@ -121,9 +122,13 @@ void pair_free_wheel_in_callback(pair *p);
  * callback: refused, returns 0, changes nothing. */
 void pair_reentrant_advance(pair *p, uint64_t to, size_t budget, int slice);
 
+/* tw_break from a callback: no further callback in this advance. */
+void pair_break(pair *p);
+
 /* ---- Comparisons ------------------------------------------------------- */
 
-/* tw_timer_is_active, tw_timer_deadline, tw_timer_get_repeat. */
+/* tw_timer_is_active, tw_timer_deadline, tw_timer_get_repeat,
+ * tw_timer_is_fixed_rate. */
 void pair_check_timer(pair *p, size_t id);
 
 /* tw_now (inside an advance, its clamped now: rule 7) and tw_count. */
