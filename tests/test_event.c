@@ -2,8 +2,10 @@
  * The libevent adapter on real event bases and the real clock: the intent
  * of libevent's own timeout regress tests (simple, persistent, persistent
  * after a blocked loop, re-add, add(NULL), delete from another callback,
- * pending, common timeouts, free from a callback), a 20,000-timer stress
- * run, the one-event-per-base promise and an idle reaper on real sockets.
+ * pending, common timeouts, loopbreak and loopexit beside plain libevent
+ * timers, priorities with one level, free from a callback), a 20,000-timer
+ * stress run, the one-event-per-base promise and an idle reaper on real
+ * sockets.
  *
  * Real time: order and "never early" are asserted exactly (against
  * CLOCK_MONOTONIC read before the add); lateness only with generous bounds.
@@ -158,8 +160,8 @@ static void probe_add(struct probe *p, long long us) {
 
 /* Probe p (id 1, `flags`, `then` after each call) alone: added for `us`,
  * then the base dispatched until nothing is left. */
-static void run_alone(struct probe *p, short flags, void (*then)(struct probe *),
-                      long long us) {
+static void run_alone(struct probe *p, short flags,
+                      void (*then)(struct probe *), long long us) {
   probe_init(p, 1, flags);
   p->then = then;
   probe_add(p, us);
@@ -471,6 +473,173 @@ Test(event, pending_inside_callbacks_true_for_persistent_only) {
   cr_assert_leq(per.pending_ahead_us, 10000 + 1000, "%lld us",
                 (long long)per.pending_ahead_us);
   cr_assert_gt(per.pending_ahead_us, -(LATE_OK / 1000));
+}
+
+/* --- loop control (libevent's test_loopbreak, test_loopexit) ------------ */
+
+/* Three timers due in one wakeup, A first: what A's loop call lets run.
+ * `twin` runs the same scenario with plain libevent timers, as the
+ * reference. */
+static struct event *twin_ev[3];
+static int twin_order[8], twin_len;
+static int breaker_mode; /* 0: event_base_loopbreak, 1: loopexit(NULL) */
+
+static void stop_the_loop(void) {
+  if (breaker_mode == 0)
+    cr_assert_eq(event_base_loopbreak(base), 0);
+  else
+    cr_assert_eq(event_base_loopexit(base, NULL), 0);
+}
+
+static void twin_cb(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  int id = (int)(intptr_t)arg;
+  twin_order[twin_len++] = id;
+  if (id == 1)
+    stop_the_loop();
+}
+
+static void probe_stops_the_loop(struct probe *p) {
+  (void)p;
+  stop_the_loop();
+}
+
+/* Runs the scenario with plain timers: the order of the first dispatch,
+ * then -1, then the order of the second. */
+static void run_twins(void) {
+  twin_len = 0;
+  for (int i = 0; i < 3; i++) {
+    struct timeval tv = {0, (i + 1) * 1000};
+    twin_ev[i] = evtimer_new(base, twin_cb, (void *)(intptr_t)(i + 1));
+    cr_assert_eq(evtimer_add(twin_ev[i], &tv), 0);
+  }
+  sleep_ns(20 * MS);
+  event_base_dispatch(base);
+  twin_order[twin_len++] = -1;
+  event_base_dispatch(base);
+  for (int i = 0; i < 3; i++)
+    event_free(twin_ev[i]);
+}
+
+static void run_probes(struct probe *p) {
+  for (int i = 0; i < 3; i++)
+    probe_init(&p[i], i + 1, i == 2 ? EV_PERSIST : 0);
+  p[0].then = probe_stops_the_loop;
+  p[2].then = del_after_2;
+  for (int i = 0; i < 3; i++)
+    probe_add(&p[i], (i + 1) * 1000);
+  sleep_ns(20 * MS); /* all three due at the first wakeup */
+  order_len = 0;
+}
+
+Test(event, loopbreak_in_a_callback_leaves_other_due_timers_to_next_dispatch) {
+  struct probe p[3];
+  breaker_mode = 0;
+  run_twins(); /* libevent: 1 | 2 3 */
+  cr_assert_eq(twin_len, 4);
+  cr_assert_eq(twin_order[0], 1);
+  cr_assert_eq(twin_order[1], -1);
+
+  run_probes(p);
+  cr_assert_eq(event_base_dispatch(base), 0, "broken, not out of events");
+  cr_assert(event_base_got_break(base));
+  cr_assert_not(event_base_got_exit(base));
+  cr_assert_eq(order_len, 1, "%d callbacks ran after the break", order_len);
+  cr_assert_eq(order[0], 1);
+  cr_assert(tw_ev_timer_pending(&p[1].t, NULL), "due, not run: pending");
+  cr_assert_eq(p[2].calls, 0);
+  /* The next dispatch runs the rest first, in order, none lost (the
+   * persistent one then runs again a period later). */
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(order_len, 4);
+  cr_assert_eq(order[1], 2);
+  cr_assert_eq(order[2], 3);
+  cr_assert_eq(order[3], 3);
+  cr_assert_eq(p[0].calls + p[1].calls + p[2].calls, 4);
+}
+
+Test(event, loopexit_without_delay_in_a_callback_lets_other_due_timers_run) {
+  struct probe p[3];
+  breaker_mode = 1;
+  run_twins(); /* libevent: 1 2 3 | */
+  cr_assert_eq(twin_len, 4);
+  cr_assert_eq(twin_order[3], -1);
+
+  run_probes(p);
+  cr_assert_eq(event_base_dispatch(base), 0);
+  cr_assert(event_base_got_exit(base));
+  cr_assert_not(event_base_got_break(base));
+  cr_assert_eq(order_len, 3);
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(order[i], i + 1);
+  cr_assert(tw_ev_timer_pending(&p[2].t, NULL), "persistent: armed again");
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(p[2].calls, 2);
+}
+
+/* test_loopbreak itself: two zero timeouts, the first breaks the loop, the
+ * second must not run in that dispatch. */
+static void break_loop(struct probe *p) {
+  (void)p;
+  event_base_loopbreak(base);
+}
+
+Test(event, loopbreak_from_the_first_of_two_zero_timeouts_skips_the_second) {
+  struct probe a, b;
+  probe_init(&a, 1, 0);
+  probe_init(&b, 2, 0);
+  a.then = break_loop;
+  probe_add(&a, 0);
+  probe_add(&b, 0);
+  cr_assert_eq(event_base_dispatch(base), 0);
+  cr_assert(event_base_got_break(base));
+  cr_assert_eq(a.calls, 1);
+  cr_assert_eq(b.calls, 0);
+  cr_assert_eq(tw_ev_timer_del(&b.t), 0);
+}
+
+/* test_loopexit: a day-long timer pending, loopexit after 60 ms. */
+Test(event, loopexit_after_a_delay_returns_with_timers_pending) {
+  struct probe day;
+  struct timeval sixty = {0, 60000};
+  probe_init(&day, 1, 0);
+  probe_add(&day, 86400LL * 1000000);
+  int64_t t0 = mono_ns();
+  cr_assert_eq(event_base_loopexit(base, &sixty), 0);
+  cr_assert_eq(event_base_dispatch(base), 0);
+  cr_assert(event_base_got_exit(base));
+  cr_assert_geq(mono_ns() - t0, 55 * MS); /* libevent's coarse clock */
+  cr_assert_lt(mono_ns() - t0, 60 * MS + LATE_OK);
+  cr_assert_eq(day.calls, 0);
+  cr_assert(tw_ev_timer_pending(&day.t, NULL));
+  tw_ev_timer_del(&day.t);
+}
+
+/* test_priorities with one priority: two timers re-adding themselves with
+ * 0 run in turn, three times each, until one calls loopexit(NULL) on its
+ * fourth call; the other still runs its fourth call in that wakeup. */
+static void readd_zero_or_exit(struct probe *p) {
+  if (p->calls == 4) {
+    event_base_loopexit(base, NULL);
+    return;
+  }
+  probe_add(p, 0);
+}
+
+Test(event, zero_timeouts_readding_themselves_alternate_until_loopexit) {
+  struct probe one, two;
+  probe_init(&one, 1, 0);
+  probe_init(&two, 2, 0);
+  one.then = two.then = readd_zero_or_exit;
+  probe_add(&one, 0);
+  probe_add(&two, 0);
+  order_len = 0;
+  cr_assert_eq(event_base_dispatch(base), 0);
+  cr_assert_eq(one.calls, 4);
+  cr_assert_eq(two.calls, 4);
+  for (int i = 0; i < 8; i++)
+    cr_assert_eq(order[i], i % 2 + 1);
 }
 
 /* --- common timeouts (libevent's test_common_timeout) ------------------- */

@@ -166,11 +166,16 @@ static void on_wakeup(evutil_socket_t fd, short what, void *arg) {
 /* The wheel's callback for every tw_ev_timer. The wheel has already
  * re-armed an EV_PERSIST one (at its deadline + period: its fixed rate),
  * as libevent does before the callback. `t` may be freed by the callback:
- * not touched after. */
+ * not touched after. A callback that called event_base_loopbreak() ends the
+ * wakeup: the timers still due run first at the next dispatch, as the
+ * events libevent had activated would. */
 static void on_timer(tw_timer *timer) {
   tw_ev_timer *t =
       (tw_ev_timer *)(void *)((char *)timer - offsetof(tw_ev_timer, tw__timer));
+  tw_ev *d = timer->data;
   t->tw__cb(-1, EV_TIMEOUT, t->tw__arg);
+  if (!d->driver.closed && event_base_got_break(d->base))
+    tw_break(d->driver.wheel);
 }
 
 int tw_ev_timer_assign(tw_ev_timer *t, tw_ev *d, short flags,

@@ -38,10 +38,14 @@
  * Priorities. The one timer event has the base's default priority; every
  * tw_ev_timer callback runs at that priority.
  *
- * Loop control. All timers due at a wakeup run in that wakeup, so
- * event_base_loopbreak() from a tw_ev_timer callback takes effect once the
- * other timers due then have run; event_base_get_running_event() inside a
- * callback names the adapter's one event.
+ * Loop control, as libevent. event_base_loopbreak() from a tw_ev_timer
+ * callback takes effect when that callback returns: no other callback runs
+ * in that dispatch, and the timers that were due with it stay due and run
+ * first, in order, at the next dispatch (libevent leaves its activated
+ * events for the next dispatch too). event_base_loopexit(base, NULL) lets
+ * the other timers due at that wakeup run first, as libevent runs the
+ * events it had activated before the exit. event_base_get_running_event()
+ * inside a callback names the adapter's one event.
  *
  * Errors. Functions return 0 or -1 like libevent's; NULL arguments and an
  * adapter that is being freed give -1 (tw_ev_timer_pending: 0, see there).
