@@ -2,9 +2,10 @@
  * The libevent adapter on real event bases and the real clock: the intent
  * of libevent's own timeout regress tests (simple, persistent, persistent
  * after a blocked loop, re-add, add(NULL), delete from another callback,
- * pending, common timeouts, loopbreak and loopexit beside plain libevent
- * timers, priorities with one level, free from a callback), a 20,000-timer
- * stress run, the one-event-per-base promise and an idle reaper on real
+ * pending and regress_timer_timeout.c's time left, common timeouts,
+ * loopbreak and loopexit beside plain libevent timers, priorities with one
+ * level, free from a callback), a 20,000-timer stress run in the spirit of
+ * test-time.c, the one-event-per-base promise and an idle reaper on real
  * sockets.
  *
  * Real time: order and "never early" are asserted exactly (against
@@ -269,29 +270,25 @@ Test(event, persistent_rearms_at_previous_deadline_plus_period) {
 
 /* --- libevent's test_persistent_timeout_jump ----------------------------- */
 
-static void block_loop_60ms(struct probe *p) {
-  (void)p;
-  spin_ns(60 * MS);
-}
-
 static void del_after_2(struct probe *p) {
   if (p->calls == 2)
     tw_ev_timer_del(&p->t);
 }
 
+/* The loop is blocked for about five periods before it runs: one call for
+ * the missed periods, then the next one a full period after that call's
+ * wakeup, not a burst of catch-up calls. (As with libevent, a stall inside
+ * the callbacks of one wakeup is not seen until the next: the re-arm counts
+ * from the wakeup's time.) */
 Test(event, persistent_after_blocked_loop_collapses_missed_periods) {
-  struct probe per, blocker;
+  struct probe per;
   probe_init(&per, 1, EV_PERSIST);
-  probe_init(&blocker, 2, 0);
   per.then = del_after_2;
-  blocker.then = block_loop_60ms;
-  probe_add(&blocker, 1000);
-  probe_add(&per, 10000); /* ~5 periods pass while the loop is blocked */
+  probe_add(&per, 10000);
+  spin_ns(60 * MS);
   cr_assert_eq(event_base_dispatch(base), 1);
   cr_assert_eq(per.calls, 2);
-  /* One call for the missed periods, then the next one a full period
-   * later (now + period), not a burst of catch-up calls. */
-  cr_assert_geq(per.at[0], blocker.at[0] + 60 * MS);
+  cr_assert_geq(per.at[0], per.added + 60 * MS);
   cr_assert_geq(per.at[1] - per.at[0], 5 * MS, "burst: %lld ns apart",
                 (long long)(per.at[1] - per.at[0]));
 }
@@ -473,6 +470,97 @@ Test(event, pending_inside_callbacks_true_for_persistent_only) {
   cr_assert_leq(per.pending_ahead_us, 10000 + 1000, "%lld us",
                 (long long)per.pending_ahead_us);
   cr_assert_gt(per.pending_ahead_us, -(LATE_OK / 1000));
+}
+
+/* libevent's test_event_pending compares the expiry with the time of the
+ * add plus the timeval, and regress_timer_timeout.c checks, 1000 times,
+ * that the time left (pending's expiry minus the wall clock read after it)
+ * is never more than the timeval: to the microsecond, as libevent keeps it
+ * (a millisecond rounding would overshoot by up to 999 us). */
+Test(event, pending_reports_the_add_time_plus_the_timeval_to_the_microsecond) {
+  struct probe p;
+  struct timeval tv;
+  probe_init(&p, 1, 0);
+  for (int i = 0; i < 1000; i++) {
+    long long dur = 100 + i % 7 * 333; /* us, with sub-ms parts */
+    int64_t before = wall_us();
+    probe_add(&p, dur);
+    cr_assert_eq(tw_ev_timer_pending(&p.t, &tv), EV_TIMEOUT);
+    int64_t after = wall_us();
+    int64_t at = tv_wall_us(&tv);
+    cr_assert_leq(at - after, dur, "%lld us left of a %lld us timeout",
+                  (long long)(at - after), dur);
+    /* Three clock reads rounded down to the us: 2 us of slack. */
+    cr_assert_geq(at - before, dur - 2, "%lld us after the add, not %lld",
+                  (long long)(at - before), dur);
+  }
+  /* The timer still runs only once its ms, rounded up, has come. */
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(p.calls, 1);
+}
+
+/* libevent's event_persist_closure: inside the callback of an EV_PERSIST
+ * timer, pending reports its previous expiry + the period, exactly, even
+ * for a period with a sub-millisecond part (which also keeps the timer from
+ * drifting by its rounding); after a stall, the wakeup's time + the period. */
+static int64_t persist_expiry[8];
+static int persist_calls;
+static void record_persist_expiry(struct probe *p) {
+  cr_assert(p->pending_in_cb);
+  persist_expiry[persist_calls++] = tv_wall_us(&p->pending_tv);
+  if (persist_calls == 6)
+    tw_ev_timer_del(&p->t);
+}
+
+Test(event, pending_in_a_persistent_callback_is_previous_expiry_plus_period) {
+  struct probe p;
+  struct timeval tv;
+  probe_init(&p, 1, EV_PERSIST);
+  p.then = record_persist_expiry;
+  persist_calls = 0;
+  probe_add(&p, 10500);
+  cr_assert(tw_ev_timer_pending(&p.t, &tv));
+  int64_t first = tv_wall_us(&tv);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(persist_calls, 6);
+  /* Each step is the period; the clocks' difference, read at each call,
+   * may move a microsecond. (A call later than its next expiry would count
+   * the next from its wakeup instead: stop checking there, as on a stalled
+   * machine.) */
+  for (int k = 0; k < 6; k++) {
+    if (p.at[k] > p.added + (int64_t)(k + 2) * 10500 * 1000)
+      break;
+    cr_assert(
+        llabs((long long)(persist_expiry[k] - (first + (k + 1) * 10500))) <= 2,
+        "call %d: expiry %lld us after the first, not %d", k,
+        (long long)(persist_expiry[k] - first), (k + 1) * 10500);
+  }
+  /* Never early: call k ran at or after first + k * 10.5 ms. */
+  for (int k = 0; k < 6; k++)
+    cr_assert_geq(p.at[k], p.added + (int64_t)(k + 1) * 10500 * 1000);
+}
+
+static void block_then_record(struct probe *p) {
+  if (p->calls == 1) {
+    spin_ns(60 * MS); /* the next expiry (+10 ms) passes meanwhile */
+    return;
+  }
+  tw_ev_timer_del(&p->t);
+}
+
+Test(event, pending_after_a_stalled_persistent_call_is_wakeup_plus_period) {
+  struct probe p;
+  probe_init(&p, 1, EV_PERSIST);
+  p.then = block_then_record;
+  probe_add(&p, 10000);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(p.calls, 2);
+  /* In the second call (at its wakeup, 60 ms late) the next expiry is that
+   * wakeup + 10 ms: at most a period ahead of the wall clock read after. */
+  cr_assert_leq(p.pending_ahead_us, 10000 + 2, "%lld us ahead",
+                (long long)p.pending_ahead_us);
+  cr_assert_gt(p.pending_ahead_us, 10000 - LATE_OK / 1000);
+  cr_assert_geq(p.at[1], p.at[0] + 60 * MS);
 }
 
 /* --- loop control (libevent's test_loopbreak, test_loopexit) ------------ */
@@ -743,6 +831,9 @@ static void free_adapter(struct probe *p) {
   cr_assert_null(tw_ev_wheel(d));
   tw_stats s;
   cr_assert_eq(tw_ev_stats(d, &s), -1);
+  tw_ev_timer fresh;
+  cr_assert_eq(tw_ev_timer_assign(&fresh, d, 0, probe_cb, NULL), -1,
+               "assigns after tw_ev_free give -1");
 }
 
 Test(event, free_adapter_inside_a_callback_no_other_timer_runs) {
@@ -1008,6 +1099,44 @@ Test(event, odd_timevals_saturate_or_normalise) {
   cr_assert_lt(tv_wall_us(&tv), w0 + 2500000 + 50000);
   tw_ev_timer_del(&huge);
   tw_ev_timer_del(&carry);
+  cr_assert_eq(event_base_dispatch(base), 1);
+}
+
+/* Out-of-range timevals normalise as libevent's arithmetic would read them:
+ * the expiry pending reports is the add time plus what they stand for. */
+Test(event, odd_timevals_stand_for_their_normalised_duration) {
+  static const struct {
+    long long sec, usec, want_us; /* want -1: saturated */
+  } cases[] = {
+      {1, -500000, 500000},           /* negative usec borrows a second */
+      {-1, 1500000, 500000},          /* usec carries into negative sec */
+      {-3, 1000000, 0},               /* still negative after the carry */
+      {0, -1, 0},                     /* negative overall */
+      {0, 0x60000005, 1610612741},    /* not a common-timeout token */
+      {INT64_MAX, 2000000, -1},       /* the carry overflows: saturated */
+      {INT64_MAX / 1000000000, 0, -1} /* too many ns: saturated */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tw_ev_timer t;
+    struct timeval tv, at;
+    tv.tv_sec = (time_t)cases[i].sec;
+    tv.tv_usec = (suseconds_t)cases[i].usec;
+    cr_assert_eq(tw_ev_timer_assign(&t, d, 0, never_cb, NULL), 0);
+    int64_t before = wall_us();
+    cr_assert_eq(tw_ev_timer_add(&t, &tv), 0, "case %zu", i);
+    cr_assert(tw_ev_timer_pending(&t, &at));
+    int64_t after = wall_us();
+    if (cases[i].want_us < 0) {
+      cr_assert_gt(at.tv_sec, (time_t)(after / 1000000 + 100LL * 365 * 86400),
+                   "case %zu: not saturated", i);
+    } else {
+      cr_assert_geq(tv_wall_us(&at) - before, cases[i].want_us - 2,
+                    "case %zu: %lld us", i,
+                    (long long)(tv_wall_us(&at) - before));
+      cr_assert_leq(tv_wall_us(&at) - after, cases[i].want_us, "case %zu", i);
+    }
+    cr_assert_eq(tw_ev_timer_del(&t), 0);
+  }
   cr_assert_eq(event_base_dispatch(base), 1);
 }
 

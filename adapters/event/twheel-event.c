@@ -2,6 +2,15 @@
  * twheel-event: one wheel (in ms) behind one libevent timer event, kept
  * armed by a tw_driver (twheel.h), which holds the arming rule; this file is
  * the glue to libevent: its clocks, timevals and callbacks.
+ *
+ * Each timer keeps its expiry as libevent does, to the nanosecond of
+ * CLOCK_MONOTONIC (`tw__expiry`: the add time + the timeval), which
+ * tw_ev_timer_pending reports; the wheel holds it rounded up to the ms, the
+ * time it runs at. An EV_PERSIST timer's period, in ns, is its wheel timer's
+ * repeat; the wheel re-arms it before the callback (its fixed-rate flag is
+ * the EV_PERSIST mark), and on_timer then re-arms it at once where libevent
+ * would, at the previous expiry + the period, or now + the period when that
+ * has passed, so that a period keeps its sub-millisecond part.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "twheel-event.h"
@@ -26,6 +35,7 @@ struct tw_ev {
   struct event_base *base;
   struct event *ev; /* the one timer event */
   tw_driver driver; /* closed once tw_ev_free was called */
+  uint64_t wake_ns; /* CLOCK_MONOTONIC of the wakeup running callbacks */
 };
 
 static tw_ev *adapter_of(tw_driver *driver) {
@@ -156,23 +166,42 @@ static void on_wakeup(evutil_socket_t fd, short what, void *arg) {
   tw_ev *d = arg;
   (void)fd;
   (void)what;
-  tw_driver_expired(&d->driver, clock_ns(CLOCK_MONOTONIC) / NS_PER_MS);
+  d->wake_ns = clock_ns(CLOCK_MONOTONIC);
+  tw_driver_expired(&d->driver, d->wake_ns / NS_PER_MS);
   if (d->driver.closed) { /* tw_ev_free ran in a callback */
     event_free(d->ev);
     free(d);
   }
 }
 
-/* The wheel's callback for every tw_ev_timer. The wheel has already
- * re-armed an EV_PERSIST one (at its deadline + period: its fixed rate),
- * as libevent does before the callback. `t` may be freed by the callback:
- * not touched after. A callback that called event_base_loopbreak() ends the
+/* The ms at which a timer due at `expiry` (ns) runs: never before it. */
+static uint64_t deadline_of(uint64_t expiry) {
+  return ceil_ms(expiry);
+}
+
+/*
+ * The wheel's callback for every tw_ev_timer. An EV_PERSIST one is re-armed
+ * first, as libevent does before the callback: at its previous expiry + the
+ * period, or at the wakeup's time + the period when that has passed (missed
+ * periods collapse into this call). `t` may be freed by the callback: not
+ * touched after. A callback that called event_base_loopbreak() ends the
  * wakeup: the timers still due run first at the next dispatch, as the
- * events libevent had activated would. */
+ * events libevent had activated would.
+ */
 static void on_timer(tw_timer *timer) {
   tw_ev_timer *t =
       (tw_ev_timer *)(void *)((char *)timer - offsetof(tw_ev_timer, tw__timer));
   tw_ev *d = timer->data;
+  uint64_t period = tw_timer_get_repeat(timer); /* ns; 0 for a one-shot */
+
+  if (period) {
+    uint64_t next = saturating_add(t->tw__expiry, period);
+    if (next < d->wake_ns)
+      next = saturating_add(d->wake_ns, period);
+    t->tw__expiry = next;
+    tw_timer_start_at(d->driver.wheel, timer, on_timer, deadline_of(next),
+                      period);
+  }
   t->tw__cb(-1, EV_TIMEOUT, t->tw__arg);
   if (!d->driver.closed && event_base_got_break(d->base))
     tw_break(d->driver.wheel);
@@ -210,7 +239,7 @@ void tw_ev_timer_free(tw_ev_timer *t) {
 
 int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
   tw_ev *d;
-  uint64_t now, span, deadline, period;
+  uint64_t now, span, expiry, deadline, period;
 
   if (!t || !(d = t->tw__timer.data) || d->driver.closed)
     return -1;
@@ -218,13 +247,15 @@ int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
     return 0; /* keeps a pending deadline; a timer not pending stays so */
   now = clock_ns(CLOCK_MONOTONIC);
   span = duration_ns(tv);
-  /* Never early: the first ms whose start is at or after now + span. A
+  expiry = saturating_add(now, span);
+  /* Never early: the first ms whose start is at or after the expiry. A
    * zero span is due at once (any later wakeup is after the add). */
-  deadline = span ? ceil_ms(saturating_add(now, span)) : now / NS_PER_MS;
-  period = tw_timer_is_fixed_rate(&t->tw__timer) ? ceil_ms(span) : 0;
+  deadline = span ? deadline_of(expiry) : now / NS_PER_MS;
+  period = tw_timer_is_fixed_rate(&t->tw__timer) ? span : 0;
   if (tw_timer_start_at(d->driver.wheel, &t->tw__timer, on_timer, deadline,
                         period) != 0)
     return -1;
+  t->tw__expiry = expiry;
   /*
    * Due by the next ms: re-add the event even if it is armed earlier,
    * because it may already be activated in this loop iteration, and
@@ -253,14 +284,41 @@ int tw_ev_timer_del(tw_ev_timer *t) {
   return 0;
 }
 
+/*
+ * CLOCK_REALTIME minus CLOCK_MONOTONIC, in ns: the wall clock read between
+ * two monotonic reads, against their midpoint. A thread preempted between
+ * the reads would skew it by the time it lost, so the tightest of a few
+ * tries counts (a try within 2 us ends the search).
+ */
+static int64_t wall_minus_mono(void) {
+  int64_t best = 0;
+  uint64_t best_gap = UINT64_MAX;
+  for (int i = 0; i < 4 && best_gap > 2 * NS_PER_US; i++) {
+    uint64_t m0 = clock_ns(CLOCK_MONOTONIC);
+    uint64_t w = clock_ns(CLOCK_REALTIME);
+    uint64_t m1 = clock_ns(CLOCK_MONOTONIC);
+    if (m1 - m0 < best_gap) {
+      best_gap = m1 - m0;
+      best = (int64_t)w - (int64_t)(m0 + best_gap / 2);
+    }
+  }
+  return best;
+}
+
+/* Floor division by 1000: ns to us, negative values included. */
+static int64_t floor_us(int64_t ns) {
+  const int64_t k = NS_PER_US;
+  return ns / k - (ns % k < 0);
+}
+
+/* libevent's event_pending adds its clocks' difference to the monotonic
+ * expiry; so does this, with the difference read now. */
 int tw_ev_timer_pending(const tw_ev_timer *t, struct timeval *tv) {
   if (!t || !tw_timer_is_active(&t->tw__timer))
     return 0;
   if (tv) {
-    int64_t mono_us = (int64_t)(clock_ns(CLOCK_MONOTONIC) / NS_PER_US);
-    int64_t wall_us = (int64_t)(clock_ns(CLOCK_REALTIME) / NS_PER_US);
-    int64_t at_us =
-        (int64_t)(tw_timer_deadline(&t->tw__timer) * 1000) - mono_us + wall_us;
+    int64_t at_us = (int64_t)(t->tw__expiry / NS_PER_US) +
+                    floor_us(wall_minus_mono()); /* expiry <= NS_MAX */
     int64_t usec = at_us % US_PER_S;
     tv->tv_sec = (time_t)(at_us / US_PER_S - (usec < 0));
     tv->tv_usec = (suseconds_t)(usec < 0 ? usec + US_PER_S : usec);

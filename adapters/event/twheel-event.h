@@ -19,13 +19,15 @@
  *   evtimer_del(&ev)                    tw_ev_timer_del(&ev)
  *   evtimer_pending(&ev, &tv)           tw_ev_timer_pending(&ev, &tv)
  *
- * Time and the never-early promise. A deadline is CLOCK_MONOTONIC read at
- * the add (fresh, never libevent's cached clock) plus the timeval, rounded
- * up to a whole millisecond, and a wakeup reads the clock fresh again: a
- * timer never runs before CLOCK_MONOTONIC at its add plus its timeval. It
- * runs late by the rounding (< 1 ms) plus the loop's wake-up latency. The
- * one event's wait is measured from CLOCK_MONOTONIC_COARSE, libevent's
- * default clock, so that libevent does not wake it early; a base made with
+ * Time and the never-early promise. A timer's expiry is CLOCK_MONOTONIC
+ * read at the add (fresh, never libevent's cached clock) plus the timeval,
+ * kept to the nanosecond; tw_ev_timer_pending reports it, as libevent
+ * reports its own. The timer runs at that expiry rounded up to a whole
+ * millisecond, and a wakeup reads the clock fresh again: a timer never runs
+ * before CLOCK_MONOTONIC at its add plus its timeval. It runs late by the
+ * rounding (< 1 ms) plus the loop's wake-up latency. The one event's wait
+ * is measured from CLOCK_MONOTONIC_COARSE, libevent's default clock, so
+ * that libevent does not wake it early; a base made with
  * EVENT_BASE_FLAG_PRECISE_TIMER may then wake up to one coarse tick (4 ms
  * on a 250 Hz kernel) later than it could.
  *
@@ -46,6 +48,24 @@
  * the other timers due at that wakeup run first, as libevent runs the
  * events it had activated before the exit. event_base_get_running_event()
  * inside a callback names the adapter's one event.
+ *
+ * Differences from libevent that remain, on purpose:
+ *  - timers only: no fds, signals, event_active(), event_base_once() or
+ *    event_remove_timer() (for a timer, tw_ev_timer_del); and no per-timer
+ *    priority (see Priorities);
+ *  - a timer runs at its expiry rounded up to the ms and never before it;
+ *    libevent counts from its cached coarse clock and can run a tick early;
+ *  - equal deadlines run in the order of their latest add (see Order);
+ *  - event_base_loopcontinue() from a callback takes effect once the other
+ *    timers due at that wakeup have run (libevent: when that callback
+ *    returns): it has no getter to look at;
+ *  - one wakeup does a bounded slice of work (TW_SLICE, twheel.h): with
+ *    more than a few thousand timers due at once, the rest run in the next
+ *    loop iterations, in order (libevent runs them all in one);
+ *  - a zero or negative EV_PERSIST period runs once (libevent re-arms a
+ *    negative one at every iteration);
+ *  - tw_ev_timer_pending returns EV_TIMEOUT or 0, and 0 for NULL;
+ *  - no evthread locking: one thread (see Threads).
  *
  * Errors. Functions return 0 or -1 like libevent's; NULL arguments and an
  * adapter that is being freed give -1 (tw_ev_timer_pending: 0, see there).
@@ -69,14 +89,18 @@ typedef struct tw_ev_timer tw_ev_timer;
 /*
  * A timer: embed it in your connection struct (tw_ev_timer_assign) or let
  * tw_ev_timer_new allocate it. Every field is private: use the functions.
- * sizeof(tw_ev_timer) is the whole per-timer cost; sizeof(struct event) is
- * 128 bytes on x86-64.
+ * sizeof(tw_ev_timer) is the whole per-timer cost: 80 bytes on x86-64 (72
+ * before it kept its expiry to the ns for tw_ev_timer_pending), against 128
+ * for a struct event.
  */
 struct tw_ev_timer {
   tw_timer tw__timer;       /* private: in the adapter's wheel, data = it;
-                               EV_PERSIST is its fixed rate */
+                               EV_PERSIST is its fixed rate, the period (ns)
+                               its repeat */
   event_callback_fn tw__cb; /* private: the callback of the assign */
   void *tw__arg;            /* private: and its argument */
+  uint64_t tw__expiry;      /* private: ns of CLOCK_MONOTONIC, the add time
+                               + the timeval (EV_PERSIST: of this period) */
 };
 
 /*
@@ -155,10 +179,13 @@ TW_EXTERN void tw_ev_timer_free(tw_ev_timer *t);
  *  - A common-timeout token from event_base_init_common_timeout() (of any
  *    base) is taken as the duration it stands for.
  *  - EV_PERSIST: tv is also the period, from this add on (a re-add sets a
- *    new period). Before each call the timer is re-armed at its previous
- *    deadline + period, or at now + period if that is already past (missed
- *    periods collapse into one call). A zero or negative period makes the
- *    timer run once and not re-arm, as libevent does with a zero period.
+ *    new period). Before each call the timer is re-armed as libevent does:
+ *    its expiry becomes the previous expiry + the period (to the ns, so a
+ *    period of 1.5 ms stays 1.5 ms), or the wakeup's time + the period if
+ *    that is already past (missed periods collapse into one call); it runs
+ *    at that expiry rounded up to the ms. A zero or negative period makes
+ *    the timer run once and not re-arm, as libevent does with a zero
+ *    period.
  *  - tv NULL keeps a pending timer's deadline and period and returns 0; on
  *    a timer that is not pending it does nothing and returns 0: the timer
  *    stays not pending (libevent's add(NULL) on a timer-only event does
@@ -186,10 +213,13 @@ TW_EXTERN int tw_ev_timer_del(tw_ev_timer *t);
 /*
  * event_pending(ev, EV_TIMEOUT, tv): EV_TIMEOUT if `t` is pending (true
  * inside the callback of an EV_PERSIST timer, which is re-armed already;
- * false inside a one-shot one), else 0. When pending and tv is not NULL,
- * *tv is the absolute wall-clock (gettimeofday) time of the deadline, which
- * is the ms the timer runs at (add time + timeval, rounded up to the ms),
+ * false inside a one-shot one; true for a timer due but not run yet), else
+ * 0. When pending and tv is not NULL, *tv is its expiry as libevent reports
+ * it: the time of the add plus the timeval (for EV_PERSIST, inside and
+ * after a call, the previous expiry + the period, or that call's wakeup +
+ * the period), to the microsecond, in wall-clock (gettimeofday) time
  * converted with the current offset between the wall and monotonic clocks.
+ * The timer runs at that expiry rounded up to the ms, never before it.
  * Returns 0 for NULL t: -1 would read as "pending".
  */
 TW_EXTERN int tw_ev_timer_pending(const tw_ev_timer *t, struct timeval *tv);
