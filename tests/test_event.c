@@ -512,13 +512,15 @@ static void record_persist_expiry(struct probe *p) {
     tw_ev_timer_del(&p->t);
 }
 
-Test(event, pending_in_a_persistent_callback_is_previous_expiry_plus_period) {
+/* The period in whole ms (libevent keeps the microseconds; our wheel's
+ * unit is the ms, and a sub-ms part is rounded up): steps of `period_us`. */
+static void persistent_expiry_steps(int64_t timeout_us, int64_t period_us) {
   struct probe p;
   struct timeval tv;
   probe_init(&p, 1, EV_PERSIST);
   p.then = record_persist_expiry;
   persist_calls = 0;
-  probe_add(&p, 10500);
+  probe_add(&p, timeout_us);
   cr_assert(tw_ev_timer_pending(&p.t, &tv));
   int64_t first = tv_wall_us(&tv);
   cr_assert_eq(event_base_dispatch(base), 1);
@@ -528,16 +530,25 @@ Test(event, pending_in_a_persistent_callback_is_previous_expiry_plus_period) {
    * the next from its wakeup instead: stop checking there, as on a stalled
    * machine.) */
   for (int k = 0; k < 6; k++) {
-    if (p.at[k] > p.added + (int64_t)(k + 2) * 10500 * 1000)
+    if (p.at[k] > p.added + timeout_us * 1000 + (k + 1) * period_us * 1000)
       break;
     cr_assert(
-        llabs((long long)(persist_expiry[k] - (first + (k + 1) * 10500))) <= 2,
-        "call %d: expiry %lld us after the first, not %d", k,
-        (long long)(persist_expiry[k] - first), (k + 1) * 10500);
+        llabs((long long)(persist_expiry[k] - (first + (k + 1) * period_us))) <=
+            2,
+        "call %d: expiry %lld us after the first, not %lld", k,
+        (long long)(persist_expiry[k] - first), (long long)(k + 1) * period_us);
   }
-  /* Never early: call k ran at or after first + k * 10.5 ms. */
+  /* Never early: call k ran at or after the add + timeout + k periods. */
   for (int k = 0; k < 6; k++)
-    cr_assert_geq(p.at[k], p.added + (int64_t)(k + 1) * 10500 * 1000);
+    cr_assert_geq(p.at[k], p.added + timeout_us * 1000 + k * period_us * 1000);
+}
+
+Test(event, pending_in_a_persistent_callback_is_previous_expiry_plus_period) {
+  persistent_expiry_steps(10000, 10000);
+}
+
+Test(event, a_persistent_period_with_a_sub_ms_part_is_rounded_up) {
+  persistent_expiry_steps(10500, 11000);
 }
 
 static void block_then_record(struct probe *p) {

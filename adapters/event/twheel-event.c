@@ -6,11 +6,10 @@
  * Each timer keeps its expiry as libevent does, to the nanosecond of
  * CLOCK_MONOTONIC (`tw__expiry`: the add time + the timeval), which
  * tw_ev_timer_pending reports; the wheel holds it rounded up to the ms, the
- * time it runs at. An EV_PERSIST timer's period, in ns, is its wheel timer's
- * repeat; the wheel re-arms it before the callback (its fixed-rate flag is
- * the EV_PERSIST mark), and on_timer then re-arms it at once where libevent
- * would, at the previous expiry + the period, or now + the period when that
- * has passed, so that a period keeps its sub-millisecond part.
+ * time it runs at. EV_PERSIST is the wheel timer's fixed rate (the core
+ * re-arms it before the callback at its deadline + the period, or now + the
+ * period when that has passed, as libevent does); the period is whole ms,
+ * a sub-millisecond part rounded up.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "twheel-event.h"
@@ -35,7 +34,6 @@ struct tw_ev {
   struct event_base *base;
   struct event *ev; /* the one timer event */
   tw_driver driver; /* closed once tw_ev_free was called */
-  uint64_t wake_ns; /* CLOCK_MONOTONIC of the wakeup running callbacks */
 };
 
 static tw_ev *adapter_of(tw_driver *driver) {
@@ -166,8 +164,7 @@ static void on_wakeup(evutil_socket_t fd, short what, void *arg) {
   tw_ev *d = arg;
   (void)fd;
   (void)what;
-  d->wake_ns = clock_ns(CLOCK_MONOTONIC);
-  tw_driver_expired(&d->driver, d->wake_ns / NS_PER_MS);
+  tw_driver_expired(&d->driver, clock_ns(CLOCK_MONOTONIC) / NS_PER_MS);
   if (d->driver.closed) { /* tw_ev_free ran in a callback */
     event_free(d->ev);
     free(d);
@@ -180,11 +177,11 @@ static uint64_t deadline_of(uint64_t expiry) {
 }
 
 /*
- * The wheel's callback for every tw_ev_timer. An EV_PERSIST one is re-armed
- * first, as libevent does before the callback: at its previous expiry + the
- * period, or at the wakeup's time + the period when that has passed (missed
- * periods collapse into this call). `t` may be freed by the callback: not
- * touched after. A callback that called event_base_loopbreak() ends the
+ * The wheel's callback for every tw_ev_timer. An EV_PERSIST one has been
+ * re-armed already, as libevent does before the callback (the wheel's fixed
+ * rate): its expiry moves on by the period, or to the wheel's new deadline
+ * when periods were missed. `t` may be freed by the callback: not touched
+ * after. A callback that called event_base_loopbreak() ends the
  * wakeup: the timers still due run first at the next dispatch, as the
  * events libevent had activated would.
  */
@@ -192,15 +189,13 @@ static void on_timer(tw_timer *timer) {
   tw_ev_timer *t =
       (tw_ev_timer *)(void *)((char *)timer - offsetof(tw_ev_timer, tw__timer));
   tw_ev *d = timer->data;
-  uint64_t period = tw_timer_get_repeat(timer); /* ns; 0 for a one-shot */
 
-  if (period) {
-    uint64_t next = saturating_add(t->tw__expiry, period);
-    if (next < d->wake_ns)
-      next = saturating_add(d->wake_ns, period);
+  if (tw_timer_is_active(timer)) { /* EV_PERSIST, re-armed by the wheel */
+    uint64_t next =
+        saturating_add(t->tw__expiry, tw_timer_get_repeat(timer) * NS_PER_MS);
+    if (deadline_of(next) != tw_timer_deadline(timer)) /* periods missed */
+      next = tw_timer_deadline(timer) * NS_PER_MS;
     t->tw__expiry = next;
-    tw_timer_start_at(d->driver.wheel, timer, on_timer, deadline_of(next),
-                      period);
   }
   t->tw__cb(-1, EV_TIMEOUT, t->tw__arg);
   if (!d->driver.closed && event_base_got_break(d->base))
@@ -251,7 +246,7 @@ int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
   /* Never early: the first ms whose start is at or after the expiry. A
    * zero span is due at once (any later wakeup is after the add). */
   deadline = span ? deadline_of(expiry) : now / NS_PER_MS;
-  period = tw_timer_is_fixed_rate(&t->tw__timer) ? span : 0;
+  period = tw_timer_is_fixed_rate(&t->tw__timer) ? ceil_ms(span) : 0;
   if (tw_timer_start_at(d->driver.wheel, &t->tw__timer, on_timer, deadline,
                         period) != 0)
     return -1;

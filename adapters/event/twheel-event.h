@@ -63,7 +63,9 @@
  *    more than a few thousand timers due at once, the rest run in the next
  *    loop iterations, in order (libevent runs them all in one);
  *  - a zero or negative EV_PERSIST period runs once (libevent re-arms a
- *    negative one at every iteration);
+ *    negative one at every iteration), and a period's sub-millisecond part
+ *    is rounded up (libevent keeps the microseconds: a 1.5 ms period runs
+ *    every 2 ms here);
  *  - tw_ev_timer_pending returns EV_TIMEOUT or 0, and 0 for NULL;
  *  - no evthread locking: one thread (see Threads).
  *
@@ -95,7 +97,7 @@ typedef struct tw_ev_timer tw_ev_timer;
  */
 struct tw_ev_timer {
   tw_timer tw__timer;       /* private: in the adapter's wheel, data = it;
-                               EV_PERSIST is its fixed rate, the period (ns)
+                               EV_PERSIST is its fixed rate, the period (ms)
                                its repeat */
   event_callback_fn tw__cb; /* private: the callback of the assign */
   void *tw__arg;            /* private: and its argument */
@@ -179,13 +181,12 @@ TW_EXTERN void tw_ev_timer_free(tw_ev_timer *t);
  *  - A common-timeout token from event_base_init_common_timeout() (of any
  *    base) is taken as the duration it stands for.
  *  - EV_PERSIST: tv is also the period, from this add on (a re-add sets a
- *    new period). Before each call the timer is re-armed as libevent does:
- *    its expiry becomes the previous expiry + the period (to the ns, so a
- *    period of 1.5 ms stays 1.5 ms), or the wakeup's time + the period if
- *    that is already past (missed periods collapse into one call); it runs
- *    at that expiry rounded up to the ms. A zero or negative period makes
- *    the timer run once and not re-arm, as libevent does with a zero
- *    period.
+ *    new period), in whole ms (rounded up). Before each call the timer is
+ *    re-armed as libevent does, by the wheel's fixed rate (twheel.h): its
+ *    expiry becomes the previous expiry + the period, or the wakeup's time
+ *    (in ms) + the period if that is already past (missed periods collapse
+ *    into one call). A zero or negative period makes the timer run once and
+ *    not re-arm, as libevent does with a zero period.
  *  - tv NULL keeps a pending timer's deadline and period and returns 0; on
  *    a timer that is not pending it does nothing and returns 0: the timer
  *    stays not pending (libevent's add(NULL) on a timer-only event does
@@ -216,8 +217,8 @@ TW_EXTERN int tw_ev_timer_del(tw_ev_timer *t);
  * false inside a one-shot one; true for a timer due but not run yet), else
  * 0. When pending and tv is not NULL, *tv is its expiry as libevent reports
  * it: the time of the add plus the timeval (for EV_PERSIST, inside and
- * after a call, the previous expiry + the period, or that call's wakeup +
- * the period), to the microsecond, in wall-clock (gettimeofday) time
+ * after a call, the previous expiry + the period, or that call's wakeup
+ * time in ms + the period), to the microsecond, in wall-clock time
  * converted with the current offset between the wall and monotonic clocks.
  * The timer runs at that expiry rounded up to the ms, never before it.
  * Returns 0 for NULL t: -1 would read as "pending".
