@@ -11,10 +11,10 @@
  * ~300 ms), the rest silent. The clients connect evenly over 1 s (half the
  * timeout if that is shorter). Silent connections are reaped about `timeout`
  * after they were accepted; chatty ones are kept until the run ends, half a
- * timeout after the last silent one was due, then closed by their clients. A reap is early if it happens before the
- * connection's deadline: uv_now() at its last activity plus the timeout,
- * checked against uv_hrtime(). Exit status 1 if any reap was early, 2 if
- * the run could not be set up or did not complete.
+ * timeout after the last silent one was due, then closed by their clients. A
+ * reap is early if it happens before the connection's deadline: uv_now() at its
+ * last activity plus the timeout, checked against uv_hrtime(). Exit status 1 if
+ * any reap was early, 2 if the run could not be set up or did not complete.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>

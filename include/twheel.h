@@ -82,11 +82,13 @@ struct tw_timer {
  */
 #define TW__SEQ_SHIFT 17
 #define TW__TAG_MASK ((1u << TW__SEQ_SHIFT) - 1)
-#define TW__STATE_MASK 0x1c000u  /* bits 14-16; other values: not initialised  \
-                                  */
-#define TW__IN_SLOT 0x1c000u     /* waiting in a slot of the wheel */
-#define TW__MAY_HOLD_MIN 0x1000u /* it may hold its slot's earliest deadline   \
-                                  */
+#define TW__STATE_MASK                                                         \
+  0x1c000u                   /* bits 14-16; other values: not initialised      \
+                              */
+#define TW__IN_SLOT 0x1c000u /* waiting in a slot of the wheel */
+#define TW__MAY_HOLD_MIN                                                       \
+  0x1000u /* it may hold its slot's earliest deadline                          \
+           */
 
 /* Creates a wheel whose time starts at `now`. NULL when out of memory. */
 TW_EXTERN tw_wheel *tw_wheel_new(uint64_t now);
