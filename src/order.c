@@ -47,9 +47,9 @@ static tw_link *merge(tw_link *earlier, tw_link *later) {
  * a few timers costs little more than one pass.
  */
 void tw__list_sort(tw_link *head) {
-  tw_link *pending[64] = {NULL};
+  tw_link *pending[64]; /* pending[k] holds 2^k runs merged, or NULL */
   tw_link *node, *sorted = NULL;
-  unsigned k;
+  unsigned k, used = 0; /* pending[0..used) are set */
 
   head->prev->next = NULL;
   node = head->next;
@@ -61,13 +61,15 @@ void tw__list_sort(tw_link *head) {
     tw_link *rest = node->next;
     node->next = NULL;
     node = rest;
-    for (k = 0; pending[k]; k++) {
+    for (k = 0; k < used && pending[k]; k++) {
       run = merge(pending[k], run);
       pending[k] = NULL;
     }
     pending[k] = run;
+    if (k == used)
+      used++;
   }
-  for (k = 0; k < 64; k++)
+  for (k = 0; k < used; k++)
     if (pending[k])
       sorted = merge(pending[k], sorted);
 

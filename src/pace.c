@@ -88,15 +88,19 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
   uint64_t next = TW_NEVER;
   /* From the top: a level's drain fills the slots the level below drains. */
   for (unsigned level = TW_TOP; level-- > 0;) {
-    size_t source = tw__source_of(w->pos, level);
-    uint64_t block_start = block_start_of(w->pos, level);
-    uint64_t block = (uint64_t)1 << tw__shift(level + 1);
+    size_t source;
+    uint64_t block_start, block;
     struct tw_pace *pace = &w->pace[level];
     struct window win;
     uint64_t since, want;
 
+    if (!w->levels[level + 1].summary)
+      continue; /* the level above is empty: no source now or next */
+    source = tw__source_of(w->pos, level);
     if (source == TW_SLOT_COUNT)
       continue;
+    block_start = block_start_of(w->pos, level);
+    block = (uint64_t)1 << tw__shift(level + 1);
     if (block_start + block < next) /* a new source then */
       next = block_start + block;
     win = drain_window(block_start, level);

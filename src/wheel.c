@@ -191,7 +191,8 @@ uint64_t tw_moves(const tw_wheel *w) {
  * The level is the lowest L with block_L(d) - block_L(pos) <= 1 (see
  * tw__level_for); the slot's position in the level is bits 8L..8L+8 of d.
  */
-static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order) {
+static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
+                           int at_head) {
   uint64_t deadline = t->tw__deadline, pos = w->pos;
   unsigned bits = highest_bit(deadline - pos) + 1; /* 1..64 */
   unsigned level = ((bits < 2 ? 2 : bits) - 2) / TW_LEVEL_BITS;
@@ -207,7 +208,10 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order) {
   uint64_t start = deadline >> shift << shift;
   unsigned place = TW_SLOT | (unsigned)index;
 
-  tw__list_append(&slot->timers, &t->tw__link);
+  if (at_head)
+    tw__list_prepend(&slot->timers, &t->tw__link);
+  else
+    tw__list_append(&slot->timers, &t->tw__link);
   if (start < w->horizon)
     w->horizon = start;
   /* The one timer that holds the minimum is marked; others with the same
@@ -226,7 +230,7 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order) {
 }
 
 void tw__file(tw_wheel *w, tw_timer *t) {
-  file_in(w, t, t->tw__order & ~(uint64_t)TW_PLACE_MASK);
+  file_in(w, t, t->tw__order & ~(uint64_t)TW_PLACE_MASK, 0);
 }
 
 /* The rare ends of leaving slot `index`: the slot is now empty, or the
@@ -260,16 +264,20 @@ void tw__detach(tw_wheel *w, tw_timer *t) {
 /*
  * Takes timers from both ends of the slot's list in turn: each end is a
  * chain of dependent cache misses, and walking two at once lets the CPU
- * wait for both together.
+ * wait for both together. Those from the tail go to the head of their new
+ * slot, those from the head to its tail, so that each new slot receives
+ * two runs in the old one's order (which a collection that finds them out
+ * of order merges in one pass).
  */
 size_t tw__drain(tw_wheel *w, size_t index, size_t limit) {
   tw_link *head = &w->slots[index].timers;
   size_t moved = 0;
 
   while (moved < limit && !tw__list_empty(head)) {
-    tw_timer *t = moved % 2 ? tw__list_first(head) : tw__list_last(head);
+    int from_tail = moved % 2 == 0;
+    tw_timer *t = from_tail ? tw__list_last(head) : tw__list_first(head);
     leave_slot(w, t, index);
-    tw__file(w, t);
+    file_in(w, t, t->tw__order & ~(uint64_t)TW_PLACE_MASK, from_tail);
     moved++;
   }
   w->moves += moved;
@@ -325,7 +333,7 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
     tw__detach(w, t);
   t->tw__deadline = deadline;
   if (deadline > w->now) {
-    file_in(w, t, order);
+    file_in(w, t, order, 0);
   } else {
     t->tw__order = order | TW_IDLE;
     tw__append_due(w, t);
