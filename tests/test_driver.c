@@ -34,7 +34,13 @@ static int fake_arm(tw_driver *d, uint64_t at, int from_expiry) {
   return 0;
 }
 
+/* Two timers for the cases that need a pair (static: the wheel outlives a
+ * test body until the teardown frees it). */
+static tw_timer a, b;
+
 static void setup(void) {
+  tw_timer_init(&a);
+  tw_timer_init(&b);
   arms_len = 0;
   refuse = 0;
   wheel = tw_wheel_new(1000);
@@ -75,9 +81,7 @@ Test(driver, init_refuses_null_and_arms_nothing) {
 }
 
 Test(driver, armed_for_the_earliest_start_and_lazy_for_later_ones) {
-  static tw_timer a, b, c;
-  tw_timer_init(&a);
-  tw_timer_init(&b);
+  static tw_timer c;
   tw_timer_init(&c);
   start_at(&a, 1500);
   cr_assert_eq(arms_len, 1);
@@ -93,9 +97,6 @@ Test(driver, armed_for_the_earliest_start_and_lazy_for_later_ones) {
 }
 
 Test(driver, stopped_only_when_the_wheel_is_empty) {
-  static tw_timer a, b;
-  tw_timer_init(&a);
-  tw_timer_init(&b);
   start_at(&a, 1500);
   start_at(&b, 1600);
   stop(&a); /* b is left: lazy, the wakeup at 1500 fires nothing */
@@ -109,9 +110,6 @@ Test(driver, stopped_only_when_the_wheel_is_empty) {
 }
 
 Test(driver, a_wakeup_fires_what_is_due_and_rearms_from_expiry) {
-  static tw_timer a, b;
-  tw_timer_init(&a);
-  tw_timer_init(&b);
   start_at(&a, 1500);
   start_at(&b, 1700);
   cr_assert_eq(tw_driver_expired(&driver, 1500), 1);
@@ -127,9 +125,6 @@ Test(driver, a_wakeup_fires_what_is_due_and_rearms_from_expiry) {
 }
 
 Test(driver, a_wakeup_for_a_stopped_timer_is_empty_and_rearms_exactly) {
-  static tw_timer a, b;
-  tw_timer_init(&a);
-  tw_timer_init(&b);
   start_at(&a, 1500);
   start_at(&b, 1900);
   stop(&a);
@@ -150,9 +145,6 @@ static void start_from_callback(tw_timer *t) {
 }
 
 Test(driver, starts_inside_callbacks_are_armed_when_the_slice_returns) {
-  static tw_timer a, b;
-  tw_timer_init(&a);
-  tw_timer_init(&b);
   tw_timer_init(&in_cb_timer);
   cr_assert_eq(tw_timer_start_at(wheel, &a, start_from_callback, 1500, 0), 0);
   tw_driver_started(&driver, 1500);
@@ -215,9 +207,6 @@ static void close_from_callback(tw_timer *t) {
 }
 
 Test(driver, closed_from_a_callback_it_arms_nothing_more) {
-  static tw_timer a, b;
-  tw_timer_init(&a);
-  tw_timer_init(&b);
   cr_assert_eq(tw_timer_start_at(wheel, &a, close_from_callback, 1500, 0), 0);
   tw_driver_started(&driver, 1500);
   start_at(&b, 1600);
@@ -231,8 +220,6 @@ Test(driver, closed_from_a_callback_it_arms_nothing_more) {
 }
 
 Test(driver, rearm_forces_the_earlier_of_now_armed_and_given) {
-  static tw_timer a;
-  tw_timer_init(&a);
   start_at(&a, 1500);
   cr_assert_eq(tw_driver_rearm(&driver, 1800), 0); /* armed earlier: kept */
   cr_assert_eq(arms_len, 2);
@@ -242,8 +229,6 @@ Test(driver, rearm_forces_the_earlier_of_now_armed_and_given) {
 }
 
 Test(driver, a_refused_arm_is_returned_and_nothing_is_armed) {
-  static tw_timer a;
-  tw_timer_init(&a);
   cr_assert_eq(tw_timer_start_at(wheel, &a, count_cb, 1500, 0), 0);
   refuse = 1;
   cr_assert_eq(tw_driver_started(&driver, 1500), -1);
