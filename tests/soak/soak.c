@@ -467,8 +467,16 @@ static void sample(struct soak *s, uint64_t second, size_t active) {
   s->tick_n = s->n;
 }
 
+/* CPU time of the calling thread, ns. */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+    return 0;
+  return (uint64_t)ts.tv_sec * SOAK_NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t soak_tick(struct soak *s, uint64_t real_ns, size_t active) {
-  uint64_t elapsed, target, due, cap;
+  uint64_t elapsed, target, due, cap, cpu_ns = thread_cpu_ns();
 
   s->n.iterations++;
   if (s->start_ns == 0) {
@@ -481,10 +489,18 @@ uint64_t soak_tick(struct soak *s, uint64_t real_ns, size_t active) {
   }
   if (s->cross_ms && !s->crossed_ns && real_ns / SOAK_NS_PER_MS >= s->cross_ms)
     s->crossed_ns = real_ns;
-  if (s->phase == SOAK_RUN && s->last_ns &&
-      real_ns - s->last_ns > s->gap_max_ns)
-    s->gap_max_ns = real_ns - s->last_ns;
+  if (s->phase == SOAK_RUN && s->last_ns) {
+    uint64_t gap = real_ns - s->last_ns, cpu_gap = cpu_ns - s->last_cpu_ns;
+    if (gap > s->gap_max_ns) {
+      s->gap_max_ns = gap;
+      s->gap_max_cpu_in_ns = cpu_gap;
+    }
+    if (cpu_gap > s->gap_cpu_max_ns)
+      s->gap_cpu_max_ns = cpu_gap;
+    s->gaps_over_limit += gap > SOAK_GAP_LIMIT_MS * SOAK_NS_PER_MS;
+  }
   s->last_ns = real_ns;
+  s->last_cpu_ns = cpu_ns;
   elapsed = real_ns - s->start_ns;
   if (elapsed / SOAK_NS_PER_S > s->last_tick_s) {
     s->last_tick_s = elapsed / SOAK_NS_PER_S;
@@ -651,8 +667,12 @@ int soak_finish(struct soak *s, uint64_t loop_ns, const tw_stats *stats,
     printf("             (%llu callbacks of EV_PERSIST re-arms not measured: "
            "their deadline is only bounded)\n",
            (unsigned long long)s->unmeasured);
-  printf("  driver     longest gap between two runs under load: %.2f ms\n",
-         (double)s->gap_max_ns / 1e6);
+  printf("  driver     longest gap between two runs under load: %.2f ms "
+         "(CPU time of the loop's thread in it: %.2f ms; longest in CPU "
+         "time: %.2f ms); %llu gaps over %d ms\n",
+         (double)s->gap_max_ns / 1e6, (double)s->gap_max_cpu_in_ns / 1e6,
+         (double)s->gap_cpu_max_ns / 1e6,
+         (unsigned long long)s->gaps_over_limit, SOAK_GAP_LIMIT_MS);
   if (s->cross_ms)
     printf("  crossed    loop clock %llu ms = %llu x 2^%u, %.1f s into the "
            "run, under load\n",

@@ -27,6 +27,7 @@
 
 #define SOAK_NS_PER_MS UINT64_C(1000000)
 #define SOAK_NS_PER_S UINT64_C(1000000000)
+#define SOAK_GAP_LIMIT_MS 5 /* a loop gap longer than this is counted */
 
 struct soak_opts {
   size_t timers;          /* --timers: timers live in the loop */
@@ -132,7 +133,13 @@ struct soak {
     uint64_t *buckets; /* SOAK_BUCKETS counters */
     uint64_t count, max_ns, sum_us;
   } late[2]; /* callbacks in the loaded phase, in the drain */
-  uint64_t last_ns, gap_max_ns; /* driver: previous call, longest gap */
+  /* Between two runs of the driver under load, in real time and in the CPU
+   * time of the loop's thread (the gap less any time the VM or the kernel
+   * kept the thread off the CPU): the previous run's, the longest gap, and
+   * how many real-time gaps exceeded SOAK_GAP_LIMIT_MS. */
+  uint64_t last_ns, gap_max_ns, gap_max_cpu_in_ns; /* the CPU time in it */
+  uint64_t last_cpu_ns, gap_cpu_max_ns;
+  uint64_t gaps_over_limit;
   uint64_t cross_ms;            /* --cross: the multiple of 2^B to pass */
   uint64_t crossed_ns;          /* real time it was passed at; 0: not yet */
   uint64_t unmeasured;          /* callbacks of bound deadlines */
