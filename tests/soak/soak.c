@@ -354,8 +354,12 @@ void soak_rearmed(struct soak *s, size_t i, uint64_t deadline, int bound) {
 
 /* ---- the load ---------------------------------------------------------- */
 
+static uint64_t thread_cpu_ns(void);
+static uint64_t monotonic_ns(void);
+
 void soak_drive(struct soak *s, uint64_t quota) {
   const struct soak_ops *op = s->ops;
+  uint64_t start_ns = monotonic_ns();
   while (quota > 0) {
     size_t i = soak_pick_timer(s);
     if (!s->recs[i].armed) {
@@ -373,6 +377,10 @@ void soak_drive(struct soak *s, uint64_t quota) {
       quota--;
     }
   }
+  s->last_ns = monotonic_ns(); /* the next gap starts when this work ends */
+  s->last_cpu_ns = thread_cpu_ns();
+  if (s->last_ns - start_ns > s->drive_max_ns)
+    s->drive_max_ns = s->last_ns - start_ns;
 }
 
 void soak_after_fire(struct soak *s, size_t i, int repeating) {
@@ -467,12 +475,21 @@ static void sample(struct soak *s, uint64_t second, size_t active) {
   s->tick_n = s->n;
 }
 
-/* CPU time of the calling thread, ns. */
-static uint64_t thread_cpu_ns(void) {
+static uint64_t clock_ns(clockid_t id) {
   struct timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+  if (clock_gettime(id, &ts) != 0)
     return 0;
   return (uint64_t)ts.tv_sec * SOAK_NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* CPU time of the calling thread, ns. */
+static uint64_t thread_cpu_ns(void) {
+  return clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+/* The real time soak_tick is given, ns. */
+static uint64_t monotonic_ns(void) {
+  return clock_ns(CLOCK_MONOTONIC);
 }
 
 uint64_t soak_tick(struct soak *s, uint64_t real_ns, size_t active) {
@@ -667,12 +684,15 @@ int soak_finish(struct soak *s, uint64_t loop_ns, const tw_stats *stats,
     printf("             (%llu callbacks of EV_PERSIST re-arms not measured: "
            "their deadline is only bounded)\n",
            (unsigned long long)s->unmeasured);
-  printf("  driver     longest gap between two runs under load: %.2f ms "
-         "(CPU time of the loop's thread in it: %.2f ms; longest in CPU "
-         "time: %.2f ms); %llu gaps over %d ms\n",
+  printf("  loop gaps  longest under load, from one driver run's end to the "
+         "next one's start: %.2f ms\n"
+         "             (CPU time of the loop's thread in it: %.2f ms; longest "
+         "in CPU time: %.2f ms); %llu gaps over %d ms;\n"
+         "             the driver's own resets took up to %.2f ms a run\n",
          (double)s->gap_max_ns / 1e6, (double)s->gap_max_cpu_in_ns / 1e6,
          (double)s->gap_cpu_max_ns / 1e6,
-         (unsigned long long)s->gaps_over_limit, SOAK_GAP_LIMIT_MS);
+         (unsigned long long)s->gaps_over_limit, SOAK_GAP_LIMIT_MS,
+         (double)s->drive_max_ns / 1e6);
   if (s->cross_ms)
     printf("  crossed    loop clock %llu ms = %llu x 2^%u, %.1f s into the "
            "run, under load\n",

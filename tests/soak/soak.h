@@ -133,17 +133,21 @@ struct soak {
     uint64_t *buckets; /* SOAK_BUCKETS counters */
     uint64_t count, max_ns, sum_us;
   } late[2]; /* callbacks in the loaded phase, in the drain */
-  /* Between two runs of the driver under load, in real time and in the CPU
-   * time of the loop's thread (the gap less any time the VM or the kernel
-   * kept the thread off the CPU): the previous run's, the longest gap, and
-   * how many real-time gaps exceeded SOAK_GAP_LIMIT_MS. */
-  uint64_t last_ns, gap_max_ns, gap_max_cpu_in_ns; /* the CPU time in it */
+  /* The loop's gaps under load: from the end of one driver run (its own
+   * resets done) to the start of the next, the time the loop spends on its
+   * timers, their callbacks, its I/O and idle. In real time and in the CPU
+   * time of the loop's thread (the gap less its idle and any time the kernel
+   * or the VM kept the thread off the CPU): where the previous run ended, the
+   * longest gap and the CPU time in it, the longest CPU time, how many
+   * real-time gaps exceeded SOAK_GAP_LIMIT_MS, and the longest run of the
+   * driver itself. */
+  uint64_t last_ns, gap_max_ns, gap_max_cpu_in_ns;
   uint64_t last_cpu_ns, gap_cpu_max_ns;
-  uint64_t gaps_over_limit;
-  uint64_t cross_ms;            /* --cross: the multiple of 2^B to pass */
-  uint64_t crossed_ns;          /* real time it was passed at; 0: not yet */
-  uint64_t unmeasured;          /* callbacks of bound deadlines */
-  uint64_t pending_min_ns;      /* earliest deadline still pending at the end */
+  uint64_t gaps_over_limit, drive_max_ns;
+  uint64_t cross_ms;       /* --cross: the multiple of 2^B to pass */
+  uint64_t crossed_ns;     /* real time it was passed at; 0: not yet */
+  uint64_t unmeasured;     /* callbacks of bound deadlines */
+  uint64_t pending_min_ns; /* earliest deadline still pending at the end */
 };
 
 /* Parses argv into *o (defaults first). Returns 0, 1 after --help, or -1
@@ -205,7 +209,8 @@ void soak_violation(struct soak *s, enum soak_violation kind, const char *fmt,
     ;
 
 /*
- * The driver calls this once per loop iteration with the real time. It
+ * The driver calls this once per loop iteration with the real time
+ * (CLOCK_MONOTONIC in ns, as uv_hrtime() and soak_drive read it). It
  * samples RSS and prints progress every second (active = timers the wheel
  * holds), moves the phase on, and returns how many resets the driver
  * should do now to keep to the target rate (0 outside SOAK_RUN).
