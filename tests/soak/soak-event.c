@@ -137,7 +137,7 @@ static void finish(void) {
 static void on_drive(evutil_socket_t fd, short what, void *arg) {
   static const struct timeval zero = {0, 0};
   enum soak_phase before = S.phase;
-  uint64_t quota = soak_tick(&S, mono_ns(), tw_count(tw_ev_wheel(D)));
+  uint64_t quota = soak_tick(&S, mono_ns(), tw_ev_wheel(D));
   (void)fd;
   (void)what;
   (void)arg;
@@ -150,7 +150,7 @@ static void on_drive(evutil_socket_t fd, short what, void *arg) {
     return;
   }
   sample_state();
-  soak_drive(&S, quota);
+  soak_drive(&S, quota, tw_ev_wheel(D));
   if (S.opt.tick_ms == 0 && event_add(driver, &zero) != 0)
     soak_violation(&S, SOAK_V_API, "event_add(driver) failed");
 }

@@ -143,7 +143,7 @@ static void on_finish(uv_idle_t *handle) {
 
 static void drive(void) {
   enum soak_phase before = S.phase;
-  uint64_t quota = soak_tick(&S, uv_hrtime(), tw_count(tw_uv_wheel(D)));
+  uint64_t quota = soak_tick(&S, uv_hrtime(), tw_uv_wheel(D));
 
   if (before == SOAK_RUN && S.phase != SOAK_RUN)
     soak_start_drain(&S, now_ns());
@@ -156,7 +156,7 @@ static void drive(void) {
     return;
   }
   sample_state();
-  soak_drive(&S, quota);
+  soak_drive(&S, quota, tw_uv_wheel(D));
 }
 
 static void on_tick(uv_timer_t *handle) {

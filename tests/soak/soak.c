@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -354,10 +355,11 @@ void soak_rearmed(struct soak *s, size_t i, uint64_t deadline, int bound) {
 
 /* ---- the load ---------------------------------------------------------- */
 
-static uint64_t thread_cpu_ns(void);
+static struct soak_mark mark(const struct soak *s, uint64_t real_ns,
+                             const tw_wheel *wheel);
 static uint64_t monotonic_ns(void);
 
-void soak_drive(struct soak *s, uint64_t quota) {
+void soak_drive(struct soak *s, uint64_t quota, const tw_wheel *wheel) {
   const struct soak_ops *op = s->ops;
   uint64_t start_ns = monotonic_ns();
   while (quota > 0) {
@@ -377,10 +379,10 @@ void soak_drive(struct soak *s, uint64_t quota) {
       quota--;
     }
   }
-  s->last_ns = monotonic_ns(); /* the next gap starts when this work ends */
-  s->last_cpu_ns = thread_cpu_ns();
-  if (s->last_ns - start_ns > s->drive_max_ns)
-    s->drive_max_ns = s->last_ns - start_ns;
+  /* the next gap starts when this work ends */
+  s->gap_from = mark(s, monotonic_ns(), wheel);
+  if (s->gap_from.real_ns - start_ns > s->drive_max_ns)
+    s->drive_max_ns = s->gap_from.real_ns - start_ns;
 }
 
 void soak_after_fire(struct soak *s, size_t i, int repeating) {
@@ -482,9 +484,26 @@ static uint64_t clock_ns(clockid_t id) {
   return (uint64_t)ts.tv_sec * SOAK_NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
-/* CPU time of the calling thread, ns. */
-static uint64_t thread_cpu_ns(void) {
-  return clock_ns(CLOCK_THREAD_CPUTIME_ID);
+/* The loop now, seen from its thread (which is the process's only busy
+ * one: the rusage counts are the process's). */
+static struct soak_mark mark(const struct soak *s, uint64_t real_ns,
+                             const tw_wheel *wheel) {
+  struct rusage ru;
+  struct soak_mark m = {real_ns,    clock_ns(CLOCK_THREAD_CPUTIME_ID),
+                        s->n.fired, tw_moves(wheel),
+                        0,          0};
+  if (getrusage(RUSAGE_SELF, &ru) == 0) {
+    m.faults = (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
+    m.preempted = (uint64_t)ru.ru_nivcsw;
+  }
+  return m;
+}
+
+/* What happened from `a` to `b`. */
+static struct soak_mark mark_diff(struct soak_mark b, struct soak_mark a) {
+  return (struct soak_mark){b.real_ns - a.real_ns, b.cpu_ns - a.cpu_ns,
+                            b.fired - a.fired,     b.moves - a.moves,
+                            b.faults - a.faults,   b.preempted - a.preempted};
 }
 
 /* The real time soak_tick is given, ns. */
@@ -492,8 +511,10 @@ static uint64_t monotonic_ns(void) {
   return clock_ns(CLOCK_MONOTONIC);
 }
 
-uint64_t soak_tick(struct soak *s, uint64_t real_ns, size_t active) {
-  uint64_t elapsed, target, due, cap, cpu_ns = thread_cpu_ns();
+uint64_t soak_tick(struct soak *s, uint64_t real_ns, const tw_wheel *wheel) {
+  uint64_t elapsed, target, due, cap;
+  size_t active = tw_count(wheel);
+  struct soak_mark now = mark(s, real_ns, wheel);
 
   s->n.iterations++;
   if (s->start_ns == 0) {
@@ -506,18 +527,17 @@ uint64_t soak_tick(struct soak *s, uint64_t real_ns, size_t active) {
   }
   if (s->cross_ms && !s->crossed_ns && real_ns / SOAK_NS_PER_MS >= s->cross_ms)
     s->crossed_ns = real_ns;
-  if (s->phase == SOAK_RUN && s->last_ns) {
-    uint64_t gap = real_ns - s->last_ns, cpu_gap = cpu_ns - s->last_cpu_ns;
-    if (gap > s->gap_max_ns) {
-      s->gap_max_ns = gap;
-      s->gap_max_cpu_in_ns = cpu_gap;
+  if (s->phase == SOAK_RUN && s->gap_from.real_ns) {
+    struct soak_mark gap = mark_diff(now, s->gap_from);
+    if (gap.real_ns > s->gap_max_ns) {
+      s->gap_max_ns = gap.real_ns;
+      s->gap_max_cpu_in_ns = gap.cpu_ns;
     }
-    if (cpu_gap > s->gap_cpu_max_ns)
-      s->gap_cpu_max_ns = cpu_gap;
-    s->gaps_over_limit += gap > SOAK_GAP_LIMIT_MS * SOAK_NS_PER_MS;
+    if (gap.cpu_ns > s->gap_cpu_max.cpu_ns)
+      s->gap_cpu_max = gap;
+    s->gaps_over_limit += gap.real_ns > SOAK_GAP_LIMIT_MS * SOAK_NS_PER_MS;
   }
-  s->last_ns = real_ns;
-  s->last_cpu_ns = cpu_ns;
+  s->gap_from = now;
   elapsed = real_ns - s->start_ns;
   if (elapsed / SOAK_NS_PER_S > s->last_tick_s) {
     s->last_tick_s = elapsed / SOAK_NS_PER_S;
@@ -684,14 +704,22 @@ int soak_finish(struct soak *s, uint64_t loop_ns, const tw_stats *stats,
     printf("             (%llu callbacks of EV_PERSIST re-arms not measured: "
            "their deadline is only bounded)\n",
            (unsigned long long)s->unmeasured);
-  printf("  loop gaps  longest under load, from one driver run's end to the "
-         "next one's start: %.2f ms\n"
-         "             (CPU time of the loop's thread in it: %.2f ms; longest "
-         "in CPU time: %.2f ms); %llu gaps over %d ms;\n"
-         "             the driver's own resets took up to %.2f ms a run\n",
-         (double)s->gap_max_ns / 1e6, (double)s->gap_max_cpu_in_ns / 1e6,
-         (double)s->gap_cpu_max_ns / 1e6,
-         (unsigned long long)s->gaps_over_limit, SOAK_GAP_LIMIT_MS,
+  printf(
+      "  loop gaps  longest under load, from one driver run's end to the "
+      "next one's start: %.2f ms\n"
+      "             (CPU time of the loop's thread in it: %.2f ms); %llu gaps "
+      "over %d ms\n",
+      (double)s->gap_max_ns / 1e6, (double)s->gap_max_cpu_in_ns / 1e6,
+      (unsigned long long)s->gaps_over_limit, SOAK_GAP_LIMIT_MS);
+  printf("             longest in CPU time: %.2f ms (%.2f ms real) with %llu "
+         "callbacks, %llu timers moved, %llu page faults, %llu preemptions\n",
+         (double)s->gap_cpu_max.cpu_ns / 1e6,
+         (double)s->gap_cpu_max.real_ns / 1e6,
+         (unsigned long long)s->gap_cpu_max.fired,
+         (unsigned long long)s->gap_cpu_max.moves,
+         (unsigned long long)s->gap_cpu_max.faults,
+         (unsigned long long)s->gap_cpu_max.preempted);
+  printf("             the driver's own resets took up to %.2f ms a run\n",
          (double)s->drive_max_ns / 1e6);
   if (s->cross_ms)
     printf("  crossed    loop clock %llu ms = %llu x 2^%u, %.1f s into the "

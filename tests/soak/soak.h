@@ -45,6 +45,13 @@ struct soak_opts {
   int quiet;              /* --quiet: no per-second line */
 };
 
+/* A point of the loop's run, or the difference of two: times in ns. */
+struct soak_mark {
+  uint64_t real_ns, cpu_ns;   /* CLOCK_MONOTONIC, the thread's CPU time */
+  uint64_t fired, moves;      /* callbacks run, timers the wheel moved */
+  uint64_t faults, preempted; /* page faults, involuntary context switches */
+};
+
 /* What the soak expects of one timer. */
 struct soak_rec {
   uint64_t deadline; /* ns: never fire before it (valid while armed) */
@@ -135,14 +142,15 @@ struct soak {
   } late[2]; /* callbacks in the loaded phase, in the drain */
   /* The loop's gaps under load: from the end of one driver run (its own
    * resets done) to the start of the next, the time the loop spends on its
-   * timers, their callbacks, its I/O and idle. In real time and in the CPU
-   * time of the loop's thread (the gap less its idle and any time the kernel
-   * or the VM kept the thread off the CPU): where the previous run ended, the
-   * longest gap and the CPU time in it, the longest CPU time, how many
-   * real-time gaps exceeded SOAK_GAP_LIMIT_MS, and the longest run of the
+   * timers, their callbacks, its I/O and idle. Measured in real time and in
+   * the CPU time of the loop's thread (the gap less its idle, though with
+   * any time the VM's host took the CPU away unseen): the longest gap and the
+   * CPU time in it; the longest in CPU time and what happened in it; how
+   * many real-time gaps exceeded SOAK_GAP_LIMIT_MS; the longest run of the
    * driver itself. */
-  uint64_t last_ns, gap_max_ns, gap_max_cpu_in_ns;
-  uint64_t last_cpu_ns, gap_cpu_max_ns;
+  struct soak_mark gap_from; /* where the current gap started */
+  uint64_t gap_max_ns, gap_max_cpu_in_ns;
+  struct soak_mark gap_cpu_max; /* the longest in CPU time: its deltas */
   uint64_t gaps_over_limit, drive_max_ns;
   uint64_t cross_ms;       /* --cross: the multiple of 2^B to pass */
   uint64_t crossed_ns;     /* real time it was passed at; 0: not yet */
@@ -175,7 +183,7 @@ struct soak_arm soak_pick(struct soak *s);
 /* The driver's work in one iteration: `quota` resets of random armed timers
  * (some repeating ones by again), with starts of unarmed timers and stops
  * mixed in. */
-void soak_drive(struct soak *s, uint64_t quota);
+void soak_drive(struct soak *s, uint64_t quota, const tw_wheel *wheel);
 /* What the callback of timer i does after its checks, as a server's do:
  * restarts its own timer, starts or stops another (nothing once the loaded
  * phase is over). `repeating`: timer i repeats. */
@@ -215,7 +223,7 @@ void soak_violation(struct soak *s, enum soak_violation kind, const char *fmt,
  * holds), moves the phase on, and returns how many resets the driver
  * should do now to keep to the target rate (0 outside SOAK_RUN).
  */
-uint64_t soak_tick(struct soak *s, uint64_t real_ns, size_t active);
+uint64_t soak_tick(struct soak *s, uint64_t real_ns, const tw_wheel *wheel);
 
 /*
  * End of the run, at loop time `loop_ns`: classifies every record as
