@@ -96,9 +96,9 @@ typedef struct tw_ev_timer tw_ev_timer;
  * for a struct event.
  */
 struct tw_ev_timer {
-  tw_timer tw__timer;       /* private: in the adapter's wheel, data = it;
-                               EV_PERSIST is its fixed rate, the period (ms)
-                               its repeat */
+  tw_timer tw__timer;       /* private: in the adapter's wheel, data is the
+                               tw_ev (docs/contract.md, Adapters); EV_PERSIST
+                               is its fixed rate, the period (ms) its repeat */
   event_callback_fn tw__cb; /* private: the callback of the assign */
   void *tw__arg;            /* private: and its argument */
   uint64_t tw__expiry;      /* private: ns of CLOCK_MONOTONIC, the add time

@@ -96,7 +96,7 @@ typedef void (*tw_uv_timer_cb)(tw_uv_timer_t *handle);
 struct tw_uv_timer_s {
   void *data; /* public, like uv_handle_t.data; the adapter never touches it */
 
-  /* private */
+  /* private, laid out as docs/contract.md (Adapters) says */
   tw_timer tw__timer;    /* in the adapter's wheel; its data is the tw_uv */
   tw_uv_timer_cb tw__cb; /* NULL until the first start */
   unsigned tw__flags;    /* TW_UV__REF */

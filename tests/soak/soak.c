@@ -326,6 +326,7 @@ static void check_not_early(struct soak *s, size_t i, enum soak_violation kind,
 }
 
 void soak_fired(struct soak *s, size_t i, uint64_t loop_ns, uint64_t real_ns) {
+  s->callback_start_ns = real_ns;
   struct soak_rec *r = &s->recs[i];
 
   s->n.fired++;
@@ -385,7 +386,14 @@ void soak_drive(struct soak *s, uint64_t quota, const tw_wheel *wheel) {
     s->drive_max_ns = s->gap_from.real_ns - start_ns;
 }
 
+static void after_fire(struct soak *s, size_t i, int repeating);
+
 void soak_after_fire(struct soak *s, size_t i, int repeating) {
+  after_fire(s, i, repeating);
+  s->callbacks_ns += monotonic_ns() - s->callback_start_ns;
+}
+
+static void after_fire(struct soak *s, size_t i, int repeating) {
   const struct soak_ops *op = s->ops;
   if (s->phase != SOAK_RUN)
     return; /* draining: nothing new starts */
@@ -489,9 +497,11 @@ static uint64_t clock_ns(clockid_t id) {
 static struct soak_mark mark(const struct soak *s, uint64_t real_ns,
                              const tw_wheel *wheel) {
   struct rusage ru;
-  struct soak_mark m = {real_ns,    clock_ns(CLOCK_THREAD_CPUTIME_ID),
-                        s->n.fired, tw_moves(wheel),
-                        0,          0};
+  struct soak_mark m = {.real_ns = real_ns,
+                        .cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID),
+                        .callbacks_ns = s->callbacks_ns,
+                        .fired = s->n.fired,
+                        .moves = tw_moves(wheel)};
   if (getrusage(RUSAGE_SELF, &ru) == 0) {
     m.faults = (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
     m.preempted = (uint64_t)ru.ru_nivcsw;
@@ -501,9 +511,13 @@ static struct soak_mark mark(const struct soak *s, uint64_t real_ns,
 
 /* What happened from `a` to `b`. */
 static struct soak_mark mark_diff(struct soak_mark b, struct soak_mark a) {
-  return (struct soak_mark){b.real_ns - a.real_ns, b.cpu_ns - a.cpu_ns,
-                            b.fired - a.fired,     b.moves - a.moves,
-                            b.faults - a.faults,   b.preempted - a.preempted};
+  return (struct soak_mark){.real_ns = b.real_ns - a.real_ns,
+                            .cpu_ns = b.cpu_ns - a.cpu_ns,
+                            .callbacks_ns = b.callbacks_ns - a.callbacks_ns,
+                            .fired = b.fired - a.fired,
+                            .moves = b.moves - a.moves,
+                            .faults = b.faults - a.faults,
+                            .preempted = b.preempted - a.preempted};
 }
 
 /* The real time soak_tick is given, ns. */
@@ -529,10 +543,8 @@ uint64_t soak_tick(struct soak *s, uint64_t real_ns, const tw_wheel *wheel) {
     s->crossed_ns = real_ns;
   if (s->phase == SOAK_RUN && s->gap_from.real_ns) {
     struct soak_mark gap = mark_diff(now, s->gap_from);
-    if (gap.real_ns > s->gap_max_ns) {
-      s->gap_max_ns = gap.real_ns;
-      s->gap_max_cpu_in_ns = gap.cpu_ns;
-    }
+    if (gap.real_ns > s->gap_max.real_ns)
+      s->gap_max = gap;
     if (gap.cpu_ns > s->gap_cpu_max.cpu_ns)
       s->gap_cpu_max = gap;
     s->gaps_over_limit += gap.real_ns > SOAK_GAP_LIMIT_MS * SOAK_NS_PER_MS;
@@ -607,6 +619,18 @@ static void check_rss(struct soak *s, uint64_t *first, uint64_t *last,
                    (unsigned long long)*max,
                    (unsigned long long)(*max - *first),
                    (unsigned long long)s->opt.rss_margin_kb);
+}
+
+/* One gap: its real and CPU time, and what the loop did in it. */
+static void print_gap(const char *what, const struct soak_mark *gap) {
+  printf("             %s: %.2f ms (CPU time of the loop's thread in it: "
+         "%.2f ms);\n"
+         "               %llu callbacks, taking %.2f ms; %llu timers moved; "
+         "%llu page faults, %llu preemptions\n",
+         what, (double)gap->real_ns / 1e6, (double)gap->cpu_ns / 1e6,
+         (unsigned long long)gap->fired, (double)gap->callbacks_ns / 1e6,
+         (unsigned long long)gap->moves, (unsigned long long)gap->faults,
+         (unsigned long long)gap->preempted);
 }
 
 int soak_finish(struct soak *s, uint64_t loop_ns, const tw_stats *stats,
@@ -704,21 +728,11 @@ int soak_finish(struct soak *s, uint64_t loop_ns, const tw_stats *stats,
     printf("             (%llu callbacks of EV_PERSIST re-arms not measured: "
            "their deadline is only bounded)\n",
            (unsigned long long)s->unmeasured);
-  printf(
-      "  loop gaps  longest under load, from one driver run's end to the "
-      "next one's start: %.2f ms\n"
-      "             (CPU time of the loop's thread in it: %.2f ms); %llu gaps "
-      "over %d ms\n",
-      (double)s->gap_max_ns / 1e6, (double)s->gap_max_cpu_in_ns / 1e6,
-      (unsigned long long)s->gaps_over_limit, SOAK_GAP_LIMIT_MS);
-  printf("             longest in CPU time: %.2f ms (%.2f ms real) with %llu "
-         "callbacks, %llu timers moved, %llu page faults, %llu preemptions\n",
-         (double)s->gap_cpu_max.cpu_ns / 1e6,
-         (double)s->gap_cpu_max.real_ns / 1e6,
-         (unsigned long long)s->gap_cpu_max.fired,
-         (unsigned long long)s->gap_cpu_max.moves,
-         (unsigned long long)s->gap_cpu_max.faults,
-         (unsigned long long)s->gap_cpu_max.preempted);
+  printf("  loop gaps  from one driver run's end to the next one's start, "
+         "under load: %llu over %d ms\n",
+         (unsigned long long)s->gaps_over_limit, SOAK_GAP_LIMIT_MS);
+  print_gap("longest", &s->gap_max);
+  print_gap("longest in CPU time", &s->gap_cpu_max);
   printf("             the driver's own resets took up to %.2f ms a run\n",
          (double)s->drive_max_ns / 1e6);
   if (s->cross_ms)

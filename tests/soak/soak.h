@@ -48,6 +48,7 @@ struct soak_opts {
 /* A point of the loop's run, or the difference of two: times in ns. */
 struct soak_mark {
   uint64_t real_ns, cpu_ns;   /* CLOCK_MONOTONIC, the thread's CPU time */
+  uint64_t callbacks_ns;      /* real time inside the timers' callbacks */
   uint64_t fired, moves;      /* callbacks run, timers the wheel moved */
   uint64_t faults, preempted; /* page faults, involuntary context switches */
 };
@@ -144,13 +145,13 @@ struct soak {
    * resets done) to the start of the next, the time the loop spends on its
    * timers, their callbacks, its I/O and idle. Measured in real time and in
    * the CPU time of the loop's thread (the gap less its idle, though with
-   * any time the VM's host took the CPU away unseen): the longest gap and the
-   * CPU time in it; the longest in CPU time and what happened in it; how
-   * many real-time gaps exceeded SOAK_GAP_LIMIT_MS; the longest run of the
-   * driver itself. */
-  struct soak_mark gap_from; /* where the current gap started */
-  uint64_t gap_max_ns, gap_max_cpu_in_ns;
-  struct soak_mark gap_cpu_max; /* the longest in CPU time: its deltas */
+   * any time the VM's host took the CPU away unseen), each with what
+   * happened in it: the longest gap in real time and the longest in CPU
+   * time; how many real-time gaps exceeded SOAK_GAP_LIMIT_MS; the longest
+   * run of the driver itself. */
+  uint64_t callback_start_ns, callbacks_ns; /* the current one's, all so far */
+  struct soak_mark gap_from;                /* where the current gap started */
+  struct soak_mark gap_max, gap_cpu_max;    /* differences: the gaps */
   uint64_t gaps_over_limit, drive_max_ns;
   uint64_t cross_ms;       /* --cross: the multiple of 2^B to pass */
   uint64_t crossed_ns;     /* real time it was passed at; 0: not yet */
@@ -186,7 +187,8 @@ struct soak_arm soak_pick(struct soak *s);
 void soak_drive(struct soak *s, uint64_t quota, const tw_wheel *wheel);
 /* What the callback of timer i does after its checks, as a server's do:
  * restarts its own timer, starts or stops another (nothing once the loaded
- * phase is over). `repeating`: timer i repeats. */
+ * phase is over). `repeating`: timer i repeats. The callback's time, from
+ * soak_fired to the end of this, is counted. */
 void soak_after_fire(struct soak *s, size_t i, int repeating);
 /* The start of the drain, at loop time now_ns: repeating timers are
  * stopped, one-shots due after the drain window but not far (an hour) are
