@@ -623,8 +623,8 @@ static void check_rss(struct soak *s, uint64_t *first, uint64_t *last,
 
 /* One gap: its real and CPU time, and what the loop did in it. */
 static void print_gap(const char *what, const struct soak_mark *gap) {
-  printf("             %s: %.2f ms (CPU time of the loop's thread in it: "
-         "%.2f ms);\n"
+  printf("             %s: %.2f ms real, %.2f ms CPU time of the loop's "
+         "thread;\n"
          "               %llu callbacks, taking %.2f ms; %llu timers moved; "
          "%llu page faults, %llu preemptions\n",
          what, (double)gap->real_ns / 1e6, (double)gap->cpu_ns / 1e6,
