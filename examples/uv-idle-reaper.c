@@ -393,10 +393,10 @@ static void summary(void) {
       "  UV_TIMER handles      %d in the loop, for up to %zu twheel timers\n",
       st.max_uv_timers, st.max_twheel_timers);
   printf("  loop wakeups          %llu by the loop timer, %llu of them fired "
-         "nothing "
-         "(%lu loop iterations)\n",
+         "nothing, %llu for the wheel's upkeep (%lu loop iterations)\n",
          (unsigned long long)final_stats.wakeups,
-         (unsigned long long)final_stats.empty_wakeups, st.iterations);
+         (unsigned long long)final_stats.empty_wakeups,
+         (unsigned long long)final_stats.maintenance, st.iterations);
   printf("  twheel callbacks      %llu fired; loop timer re-armed %llu times\n",
          (unsigned long long)final_stats.fired,
          (unsigned long long)final_stats.rearms);
