@@ -180,3 +180,36 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
   }
   return earliest;
 }
+
+/*
+ * The earliest time a source, the current one of a level or a slot of the
+ * level above that becomes one later, owes a move: pace_next must never be
+ * later (wheel.h). For the invariant checker; walks every slot above level
+ * 0.
+ */
+uint64_t tw__pace_due(const tw_wheel *w) {
+  uint64_t due = TW_NEVER;
+  for (unsigned level = 0; level < TW_TOP; level++) {
+    size_t source = tw__source_of(w->pos, level);
+    uint64_t block_start = block_start_of(w->pos, level);
+    uint64_t block = (uint64_t)1 << tw__shift(level + 1);
+    unsigned slots = level + 1 == TW_TOP ? TW_SLOTS : TW_LEVEL_SLOTS;
+    for (unsigned ring_pos = 0; ring_pos < slots; ring_pos++) {
+      size_t index = tw__slot_index(level + 1, ring_pos);
+      uint64_t count = w->slots[index].count, at, start;
+      if (count == 0)
+        continue;
+      if (index == source) {
+        at = when_owing_one(count, drain_window(block_start, level),
+                            paid_up_to(w, level, block_start));
+      } else {
+        start = tw__slot_start(w->pos, level + 1, ring_pos);
+        if (start < block || (at = start - block) <= w->pos)
+          continue; /* not a source to come: the advance's own drain */
+      }
+      if (at < due)
+        due = at;
+    }
+  }
+  return due;
+}

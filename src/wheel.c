@@ -214,6 +214,10 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
     tw__list_append(&slot->timers, &t->tw__link);
   if (start < w->horizon)
     w->horizon = start;
+  /* A slot above level 0 is the source of the level below while pos is in
+   * the block before it (wheel.h): its pace may owe moves from then on. */
+  if (level > 0 && start - ((uint64_t)1 << shift) < w->pace_next)
+    w->pace_next = start - ((uint64_t)1 << shift);
   /* The one timer that holds the minimum is marked; others with the same
    * deadline may move later without making it inexact. */
   if (slot->count++ == 0) {

@@ -128,7 +128,9 @@ struct tw_wheel {
   int collect_in_order; /* ... and the firing list it fills is sorted */
   struct tw_level levels[TW_LEVELS];
   struct tw_pace pace[TW_TOP];
-  uint64_t pace_next; /* no level's pace owes a move before this time */
+  uint64_t pace_next; /* no level's pace owes a move before this time: every
+                         filing above level 0 lowers it to when its slot
+                         becomes a source (wheel.c, file_in) */
   uint64_t horizon;   /* no occupied slot starts before this time */
   tw_link due;
   tw_link firing;
@@ -285,5 +287,9 @@ size_t tw__pace(tw_wheel *w, size_t budget);
 /* The earliest time before `limit` the paced drains want an advance at,
  * else `limit`. */
 uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit);
+
+/* The earliest time any source, present or to come, owes a move: the bound
+ * on pace_next (for check.c). */
+uint64_t tw__pace_due(const tw_wheel *w);
 
 #endif /* TW_WHEEL_H */

@@ -243,3 +243,41 @@ Test(pace, a_sleeping_loop_looks_past_sparse_slots, .timeout = 60) {
   uint64_t base = (uint64_t)5 << 16;
   sleeping_loop(base, base + 1000, 3000, 1);
 }
+
+/*
+ * Timers that arrive after the wheel has run empty are paced like the
+ * first ones: a server starts with no connection, then N arrive over one
+ * second (N/1000 a tick), each with a 2 s idle timeout. The sources they
+ * fill were empty when the pace last looked; the drains must still be
+ * spread over the ticks before each source is due (no advance moves more
+ * than a tick's share, where draining a whole 256-tick slot at once would
+ * move 25,600), and a loop that has just advanced to `now` must never be
+ * told to wake again at `now` with nothing to do (it would spin).
+ */
+Test(pace, timers_that_arrive_later_are_paced_and_never_spin, .timeout = 60) {
+  const uint64_t t0 = 100, timeout = 2000;
+  uint64_t max_moves = 0, now;
+  size_t started = 0;
+
+  wheel = tw_wheel_new(0);
+  cr_assert_not_null(wheel);
+  tw_advance(wheel, t0, TW_ALL); /* the pace finds nothing to pace */
+  for (now = t0 + 1; tw_count(wheel) > 0 || started < N; now++) {
+    uint64_t moves = tw_moves(wheel);
+    last_deadline = 0;
+    tw_advance(wheel, now, TW_ALL);
+    moves = tw_moves(wheel) - moves;
+    if (moves > max_moves)
+      max_moves = moves;
+    for (size_t k = 0; k < N / 1000 && started < N; k++, started++)
+      start_at(&conns[started], now + timeout);
+    cr_assert_gt(tw_next_wakeup(wheel), now,
+                 "at %llu, with nothing left to do, tw_next_wakeup says now",
+                 (unsigned long long)now);
+  }
+  cr_assert_eq(fired, N);
+  cr_assert_eq(early + late, 0);
+  cr_assert_eq(order_errors, 0);
+  cr_assert_leq(max_moves, N / 100, "an advance moved %llu timers",
+                (unsigned long long)max_moves);
+}
