@@ -155,6 +155,22 @@ static void on_drive(evutil_socket_t fd, short what, void *arg) {
     soak_violation(&S, SOAK_V_API, "event_add(driver) failed");
 }
 
+/* libevent's default base, or one whose clock is the precise monotonic
+ * clock rather than the coarse one (4 ms steps on a 250 Hz kernel). */
+static struct event_base *new_base(int precise_timer) {
+  struct event_config *config;
+  struct event_base *b;
+  if (!precise_timer)
+    return event_base_new();
+  if (!(config = event_config_new()))
+    return NULL;
+  b = event_config_set_flag(config, EVENT_BASE_FLAG_PRECISE_TIMER) == 0
+          ? event_base_new_with_config(config)
+          : NULL;
+  event_config_free(config);
+  return b;
+}
+
 int main(int argc, char **argv) {
   struct soak_opts opt;
   struct timeval period;
@@ -166,7 +182,8 @@ int main(int argc, char **argv) {
     return 2;
   T = calloc(opt.timers, sizeof *T);
   persist = malloc(opt.timers); /* touched below, like T */
-  if (!T || !persist || !(base = event_base_new()) || !(D = tw_ev_new(base)) ||
+  if (!T || !persist || !(base = new_base(opt.precise_timer)) ||
+      !(D = tw_ev_new(base)) ||
       !(driver = event_new(base, -1, opt.tick_ms ? EV_PERSIST : 0, on_drive,
                            NULL))) {
     fprintf(stderr, "soak-event: setup failed\n");

@@ -53,6 +53,10 @@ static void usage(FILE *f, const char *name) {
           "  --small            10000 timers, 5 s, 20000 resets/s, 1000 ms "
           "drain\n"
           "  --quiet            no line per second\n"
+          "  --precise-timer    soak-event: the base has\n"
+          "                     EVENT_BASE_FLAG_PRECISE_TIMER (libevent's\n"
+          "                     clock moves by the ns, not by kernel ticks);\n"
+          "                     soak-uv ignores it\n"
           "Exit status: 0 pass, 1 a check failed, 2 bad usage or setup.\n",
           name);
 }
@@ -122,6 +126,10 @@ int soak_parse(struct soak_opts *o, int argc, char **argv, const char *name) {
     }
     if (!strcmp(key, "--quiet")) {
       o->quiet = 1;
+      continue;
+    }
+    if (!strcmp(key, "--precise-timer")) {
+      o->precise_timer = 1;
       continue;
     }
     if (!strcmp(key, "--no-rss-check")) {

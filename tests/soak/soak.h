@@ -43,6 +43,7 @@ struct soak_opts {
   unsigned cross_bits;    /* --cross: also load until the loop clock passes
                              a multiple of 2^cross_bits ms (0: off) */
   int quiet;              /* --quiet: no per-second line */
+  int precise_timer;      /* --precise-timer: libevent's precise clock */
 };
 
 /* A point of the loop's run, or the difference of two: times in ns. */
