@@ -121,6 +121,11 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
     if (since < next)
       next = since;
   }
+  /* This replaces what the drains above lowered pace_next to as they filed
+   * timers, and `next` covers them: a drain of level L's source files at
+   * level L or below, and a slot there becomes a source no earlier than the
+   * next block boundary of the level under it, which that level's pass,
+   * coming later in this loop, counted in `next`. */
   w->pace_next = next;
   return moved;
 }
