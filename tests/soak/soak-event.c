@@ -32,12 +32,6 @@ static uint8_t *persist; /* T[i] was assigned with EV_PERSIST */
 static struct event *driver;
 static int status = 2; /* until the run completes */
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * SOAK_NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 static void on_fire(evutil_socket_t fd, short what, void *arg);
 
 static void stop(size_t i) {
@@ -64,7 +58,7 @@ static void arm(size_t i, struct soak_arm a) {
   }
   tv.tv_sec = (time_t)(us / 1000000);
   tv.tv_usec = (suseconds_t)(us % 1000000);
-  t0 = mono_ns();
+  t0 = soak_now_ns();
   if (tw_ev_timer_add(&T[i], &tv) != 0) {
     soak_violation(&S, SOAK_V_API, "tw_ev_timer_add(%zu) failed", i);
     return;
@@ -76,7 +70,7 @@ static const struct soak_ops ops = {arm, stop, NULL}; /* no again */
 
 static void on_fire(evutil_socket_t fd, short what, void *arg) {
   size_t i = (size_t)((tw_ev_timer *)arg - T);
-  uint64_t now = mono_ns();
+  uint64_t now = soak_now_ns();
   const struct soak_rec *rec = &S.recs[i];
   int armed = rec->armed;
   uint64_t next = rec->deadline + rec->period;
@@ -128,8 +122,8 @@ static void sample_state(void) {
 static void finish(void) {
   tw_stats stats;
   tw_ev_stats(D, &stats);
-  status =
-      soak_finish(&S, mono_ns(), &stats, tw_count(tw_ev_wheel(D)), is_active);
+  status = soak_finish(&S, soak_now_ns(), &stats, tw_count(tw_ev_wheel(D)),
+                       is_active);
   for (size_t i = 0; i < S.opt.timers; i++)
     tw_ev_timer_del(&T[i]); /* the wheel empties: the loop can end */
 }
@@ -137,13 +131,13 @@ static void finish(void) {
 static void on_drive(evutil_socket_t fd, short what, void *arg) {
   static const struct timeval zero = {0, 0};
   enum soak_phase before = S.phase;
-  uint64_t quota = soak_tick(&S, mono_ns(), tw_ev_wheel(D));
+  uint64_t quota = soak_tick(&S, soak_now_ns(), tw_ev_wheel(D));
   (void)fd;
   (void)what;
   (void)arg;
 
   if (before == SOAK_RUN && S.phase != SOAK_RUN)
-    soak_start_drain(&S, mono_ns());
+    soak_start_drain(&S, soak_now_ns());
   if (S.phase == SOAK_DONE) {
     finish();
     event_del(driver); /* the loop ends */
@@ -189,13 +183,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "soak-event: setup failed\n");
     return 2;
   }
-  S.setup_ns = mono_ns();
+  S.setup_ns = soak_now_ns();
   for (size_t i = 0; i < opt.timers; i++) {
     persist[i] = 0;
     tw_ev_timer_assign(&T[i], D, 0, on_fire, &T[i]);
     arm(i, soak_pick(&S));
   }
-  S.setup_ns = mono_ns() - S.setup_ns;
+  S.setup_ns = soak_now_ns() - S.setup_ns;
   period.tv_sec = (time_t)(opt.tick_ms / 1000);
   period.tv_usec = (suseconds_t)(opt.tick_ms % 1000 * 1000);
   event_add(driver, &period);

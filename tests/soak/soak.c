@@ -364,13 +364,22 @@ void soak_rearmed(struct soak *s, size_t i, uint64_t deadline, int bound) {
 
 /* ---- the load ---------------------------------------------------------- */
 
+static uint64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  if (clock_gettime(id, &ts) != 0)
+    return 0;
+  return (uint64_t)ts.tv_sec * SOAK_NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t soak_now_ns(void) {
+  return clock_ns(CLOCK_MONOTONIC);
+}
+
 static struct soak_mark mark(const struct soak *s, uint64_t real_ns,
                              const tw_wheel *wheel);
-static uint64_t monotonic_ns(void);
-
 void soak_drive(struct soak *s, uint64_t quota, const tw_wheel *wheel) {
   const struct soak_ops *op = s->ops;
-  uint64_t start_ns = monotonic_ns();
+  uint64_t start_ns = soak_now_ns();
   while (quota > 0) {
     size_t i = soak_pick_timer(s);
     if (!s->recs[i].armed) {
@@ -389,7 +398,7 @@ void soak_drive(struct soak *s, uint64_t quota, const tw_wheel *wheel) {
     }
   }
   /* the next gap starts when this work ends */
-  s->gap_from = mark(s, monotonic_ns(), wheel);
+  s->gap_from = mark(s, soak_now_ns(), wheel);
   if (s->gap_from.real_ns - start_ns > s->drive_max_ns)
     s->drive_max_ns = s->gap_from.real_ns - start_ns;
 }
@@ -398,7 +407,7 @@ static void after_fire(struct soak *s, size_t i, int repeating);
 
 void soak_after_fire(struct soak *s, size_t i, int repeating) {
   after_fire(s, i, repeating);
-  s->callbacks_ns += monotonic_ns() - s->callback_start_ns;
+  s->callbacks_ns += soak_now_ns() - s->callback_start_ns;
 }
 
 static void after_fire(struct soak *s, size_t i, int repeating) {
@@ -493,13 +502,6 @@ static void sample(struct soak *s, uint64_t second, size_t active) {
   s->tick_n = s->n;
 }
 
-static uint64_t clock_ns(clockid_t id) {
-  struct timespec ts;
-  if (clock_gettime(id, &ts) != 0)
-    return 0;
-  return (uint64_t)ts.tv_sec * SOAK_NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 /* The loop now, seen from its thread (which is the process's only busy
  * one: the rusage counts are the process's). */
 static struct soak_mark mark(const struct soak *s, uint64_t real_ns,
@@ -528,15 +530,9 @@ static struct soak_mark mark_diff(struct soak_mark b, struct soak_mark a) {
                             .preempted = b.preempted - a.preempted};
 }
 
-/* The real time soak_tick is given, ns. */
-static uint64_t monotonic_ns(void) {
-  return clock_ns(CLOCK_MONOTONIC);
-}
-
 uint64_t soak_tick(struct soak *s, uint64_t real_ns, const tw_wheel *wheel) {
   uint64_t elapsed, target, due, cap;
   size_t active = tw_count(wheel);
-  struct soak_mark now = mark(s, real_ns, wheel);
 
   s->n.iterations++;
   if (s->start_ns == 0) {
@@ -550,14 +546,13 @@ uint64_t soak_tick(struct soak *s, uint64_t real_ns, const tw_wheel *wheel) {
   if (s->cross_ms && !s->crossed_ns && real_ns / SOAK_NS_PER_MS >= s->cross_ms)
     s->crossed_ns = real_ns;
   if (s->phase == SOAK_RUN && s->gap_from.real_ns) {
-    struct soak_mark gap = mark_diff(now, s->gap_from);
+    struct soak_mark gap = mark_diff(mark(s, real_ns, wheel), s->gap_from);
     if (gap.real_ns > s->gap_max.real_ns)
       s->gap_max = gap;
     if (gap.cpu_ns > s->gap_cpu_max.cpu_ns)
       s->gap_cpu_max = gap;
     s->gaps_over_limit += gap.real_ns > SOAK_GAP_LIMIT_MS * SOAK_NS_PER_MS;
-  }
-  s->gap_from = now;
+  } /* soak_drive, which follows under load, starts the next gap */
   elapsed = real_ns - s->start_ns;
   if (elapsed / SOAK_NS_PER_S > s->last_tick_s) {
     s->last_tick_s = elapsed / SOAK_NS_PER_S;

@@ -219,9 +219,12 @@ void soak_violation(struct soak *s, enum soak_violation kind, const char *fmt,
 #endif
     ;
 
+/* CLOCK_MONOTONIC, ns: the real time of the soak's reports. */
+uint64_t soak_now_ns(void);
+
 /*
  * The driver calls this once per loop iteration with the real time
- * (CLOCK_MONOTONIC in ns, as uv_hrtime() and soak_drive read it). It
+ * (soak_now_ns(), or uv_hrtime(), which reads the same clock). It
  * samples RSS and prints progress every second (active = timers the wheel
  * holds), moves the phase on, and returns how many resets the driver
  * should do now to keep to the target rate (0 outside SOAK_RUN).
