@@ -174,23 +174,23 @@ static int step(tw_wheel *w, size_t *work) {
   struct next_slot next;
 
   if (w->now < w->horizon) { /* nothing starts by now: no search */
-    w->pos = w->now;
+    tw__set_pos(w, w->now);
     return 0;
   }
   if (!earliest_slot(w, &next) || next.start > w->now) {
     w->horizon = next.start; /* TW_NEVER when none */
-    w->pos = w->now;
+    tw__set_pos(w, w->now);
     return 0;
   }
   if (*work == 0)
     return 0;
   if (next.level == 0) {
-    w->pos = next.start;
+    tw__set_pos(w, next.start);
     w->collecting = next.index;
     w->collect_in_order = 1;
     return collect(w, work);
   }
-  w->pos = next.start - 1; /* its timers now belong to the levels below */
+  tw__set_pos(w, next.start - 1); /* its timers now belong to the levels below */
   *work -= tw__drain(w, next.index, *work);
   return 1;
 }

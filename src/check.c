@@ -21,9 +21,13 @@ static char message[256];
     return message;                                                            \
   } while (0)
 
-/* A timer's place according to the filing rule, as a slot index. */
+/* A timer's place according to the filing rule, as a slot index: the
+ * lowest level L with block_L(d) - block_L(pos) <= 1, from the definition
+ * (the wheel's own filing takes a shortcut, tw__level_guess and level_end). */
 static size_t rule_slot(uint64_t pos, uint64_t deadline) {
-  unsigned level = tw__level_for(pos, deadline);
+  unsigned level = 0;
+  while (tw__block(deadline, level) - tw__block(pos, level) > 1)
+    level++;
   return tw__slot_index(level, tw__ring_pos(deadline, level));
 }
 
@@ -193,5 +197,11 @@ const char *tw__check(const tw_wheel *w, int full) {
   if (w->pace_next > w->pos && w->pace_next > tw__pace_due(w))
     FAIL("pace_next %llu, but a source owes a move at %llu",
          (unsigned long long)w->pace_next, (unsigned long long)tw__pace_due(w));
+  for (unsigned level = 0; level < TW_LEVELS; level++)
+    if (w->level_end[level] != tw__level_end(w->pos, level))
+      FAIL("level %u ends at %llu, not %llu at pos %llu", level,
+           (unsigned long long)w->level_end[level],
+           (unsigned long long)tw__level_end(w->pos, level),
+           (unsigned long long)w->pos);
   return NULL;
 }

@@ -11,17 +11,6 @@
 #include <errno.h>
 #include <stdlib.h>
 
-static unsigned highest_bit(uint64_t x) { /* x != 0 */
-#if defined(__GNUC__)
-  return 63u - (unsigned)__builtin_clzll(x);
-#else
-  unsigned bit = 0;
-  while (x >>= 1)
-    bit++;
-  return bit;
-#endif
-}
-
 static unsigned lowest_bit(uint64_t x) { /* x != 0 */
 #if defined(__GNUC__)
   return (unsigned)__builtin_ctzll(x);
@@ -36,20 +25,6 @@ static unsigned lowest_bit(uint64_t x) { /* x != 0 */
 }
 
 /* ---- The filing rule ---- */
-
-/*
- * The lowest level L with block_L(d) - block_L(pos) <= 1. A distance below
- * 2^(8L+9) bounds that difference by 2 at L and by 1 at L + 1, so the answer
- * is the lowest such L or the one above it.
- */
-unsigned tw__level_for(uint64_t pos, uint64_t deadline) {
-  unsigned bits = highest_bit(deadline - pos) + 1; /* 1..64 */
-  unsigned level = ((bits < 2 ? 2 : bits) - 2) / TW_LEVEL_BITS;
-  if (level < TW_TOP &&
-      (deadline >> tw__shift(level + 1)) - (pos >> tw__shift(level + 1)) > 1)
-    level++;
-  return level;
-}
 
 uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned ring_pos) {
   uint64_t block = tw__block(pos, level);
@@ -125,6 +100,8 @@ tw_wheel *tw_wheel_new(uint64_t now) {
   if (!w)
     return NULL;
   w->now = w->pos = now;
+  for (unsigned level = 0; level < TW_LEVELS; level++)
+    w->level_end[level] = tw__level_end(now, level);
   for (size_t i = 0; i < TW_SLOT_COUNT; i++)
     tw__list_init(&w->slots[i].timers);
   tw__list_init(&w->due);
@@ -185,28 +162,31 @@ uint64_t tw_moves(const tw_wheel *w) {
 
 /* ---- Moving timers ---- */
 
+/* Slot `index` just received its first timer, `t`, which sets its
+ * minimum. Apart from the hot path. */
+static TW_NOINLINE void first_in_slot(tw_wheel *w, tw_timer *t, size_t index) {
+  unsigned level = tw__level_of_index(index);
+  set_occupied(w, level, (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
+  w->slots[index].min = t->tw__deadline;
+  t->tw__order |= TW_MAY_HOLD_MIN;
+}
+
 /*
  * Files a detached timer with deadline > pos in the slot the rule names and
  * sets its order to `order` (its sequence and option bits) with its place.
- * The level is the lowest L with block_L(d) - block_L(pos) <= 1 (see
- * tw__level_for); the slot's position in the level is bits 8L..8L+8 of d.
+ * The level is the lowest L with block_L(d) - block_L(pos) <= 1 (wheel.h,
+ * tw__level_guess); the slot's position in it is bits 8L..8L+8 of d.
  */
 static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
                            int at_head) {
-  uint64_t deadline = t->tw__deadline, pos = w->pos;
-  unsigned bits = highest_bit(deadline - pos) + 1; /* 1..64 */
-  unsigned level = ((bits < 2 ? 2 : bits) - 2) / TW_LEVEL_BITS;
+  uint64_t deadline = t->tw__deadline;
+  unsigned level = tw__level_guess(w->pos, deadline);
+  level += deadline >= w->level_end[level];
   unsigned shift = tw__shift(level);
-  /* Two shifts: by 64 in all at the top level, where both give 0. */
-  level +=
-      (deadline >> shift >> TW_LEVEL_BITS) - (pos >> shift >> TW_LEVEL_BITS) >
-      1;
-  shift = tw__shift(level);
   unsigned bit = (unsigned)(deadline >> shift) & (TW_LEVEL_SLOTS - 1);
   size_t index = tw__slot_index(level, bit);
   struct tw_slot *slot = &w->slots[index];
   uint64_t start = deadline >> shift << shift;
-  unsigned place = TW_SLOT | (unsigned)index;
 
   if (at_head)
     tw__list_prepend(&slot->timers, &t->tw__link);
@@ -220,42 +200,36 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
     w->pace_next = start - ((uint64_t)1 << shift);
   /* The one timer that holds the minimum is marked; others with the same
    * deadline may move later without making it inexact. */
+  t->tw__order = order | TW_SLOT | index;
   if (slot->count++ == 0) {
-    set_occupied(w, level, bit);
-    slot->min = deadline;
-    place |= TW_MAY_HOLD_MIN;
+    first_in_slot(w, t, index);
   } else if (deadline <= slot->min &&
              (deadline < slot->min || tw__is_dirty(w, index))) {
     slot->min = deadline; /* the bound is met again: exact */
     set_dirty(w, index, 0);
-    place |= TW_MAY_HOLD_MIN;
+    t->tw__order |= TW_MAY_HOLD_MIN;
   }
-  t->tw__order = order | place;
 }
 
 void tw__file(tw_wheel *w, tw_timer *t) {
   file_in(w, t, t->tw__order & ~(uint64_t)TW_PLACE_MASK, 0);
 }
 
-/* The rare ends of leaving slot `index`: the slot is now empty, or the
- * timer that left may have held its minimum. */
-static void left_slot(tw_wheel *w, tw_timer *t, size_t index) {
-  struct tw_slot *slot = &w->slots[index];
-  if (slot->count == 0) {
-    unsigned level = tw__level_of_index(index);
-    clear_occupied(w, level,
-                   (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
-  } else if (t->tw__deadline == slot->min) {
-    set_dirty(w, index, 1);
-  }
+/* Slot `index` lost its last timer. Apart from the hot path. */
+static TW_NOINLINE void slot_emptied(tw_wheel *w, size_t index) {
+  unsigned level = tw__level_of_index(index);
+  clear_occupied(w, level, (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
 }
 
 /* Unlinks a timer from slot `index`, which it is in. Only the timer that
  * set the minimum (TW_MAY_HOLD_MIN) can take it away. */
 static inline void leave_slot(tw_wheel *w, tw_timer *t, size_t index) {
+  struct tw_slot *slot = &w->slots[index];
   tw__list_unlink(&t->tw__link);
-  if (--w->slots[index].count == 0 || (t->tw__order & TW_MAY_HOLD_MIN))
-    left_slot(w, t, index);
+  if (--slot->count == 0)
+    slot_emptied(w, index);
+  else if ((t->tw__order & TW_MAY_HOLD_MIN) && t->tw__deadline == slot->min)
+    set_dirty(w, index, 1);
 }
 
 void tw__detach(tw_wheel *w, tw_timer *t) {
@@ -374,8 +348,10 @@ void tw_timer_init(tw_timer *t) {
   t->tw__order = TW_IDLE;
 }
 
-int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
-                       uint64_t deadline, uint64_t repeat) {
+/* Every start but the common one below: checks, re-arms, the past. */
+static TW_NOINLINE int
+start_any(tw_wheel *w, tw_timer *t, tw_timer_cb cb, uint64_t deadline,
+          uint64_t repeat) {
   if (!usable(w, t) || !cb)
     return -EINVAL;
   if (deadline > TW_MAX_DEADLINE)
@@ -384,6 +360,28 @@ int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
   t->tw__repeat = repeat;
   arm(w, t, deadline);
   return 0;
+}
+
+/*
+ * The common start, an inactive timer armed for the future, is filed here
+ * with no other branch on the way; everything else (and every bad
+ * argument) goes to start_any. The header's inline start has already done
+ * the re-arm in place when it could.
+ */
+int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                       uint64_t deadline, uint64_t repeat) {
+  if (w && t && cb && !w->free_pending &&
+      (t->tw__order & TW_STATE_MASK) == TW_IDLE && deadline > w->now &&
+      deadline <= TW_MAX_DEADLINE) {
+    uint64_t order = t->tw__order;
+    t->tw__cb = cb;
+    t->tw__repeat = repeat;
+    t->tw__deadline = deadline;
+    w->count++;
+    file_in(w, t, w->next_seq++ << TW_SEQ_SHIFT | (order & TW_FIXED_RATE), 0);
+    return 0;
+  }
+  return start_any(w, t, cb, deadline, repeat);
 }
 
 int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
@@ -399,23 +397,24 @@ int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb, uint64_t timeout,
                             repeat);
 }
 
-int tw_timer_stop(tw_wheel *w, tw_timer *t) {
-  uint64_t order;
-  if (!w || !t)
-    return -EINVAL;
-  order = t->tw__order;
-  if ((order & TW_STATE_MASK) == TW_SLOT &&
-      (order & TW_INDEX_MASK) < TW_SLOT_COUNT) { /* the rest */
-    leave_slot(w, t, order & TW_INDEX_MASK);
-    t->tw__order = (order & ~(uint64_t)TW_PLACE_MASK) | TW_IDLE;
-    w->count--;
-    return 0;
-  }
+/* Every stop but that of a timer waiting in a slot. */
+static TW_NOINLINE int stop_any(tw_wheel *w, tw_timer *t) {
   if (!usable(w, t))
     return -EINVAL;
   if (tw__state(t) != TW_IDLE)
     disarm(w, t);
   return 0;
+}
+
+int tw_timer_stop(tw_wheel *w, tw_timer *t) {
+  if (w && t && (t->tw__order & TW_STATE_MASK) == TW_SLOT &&
+      tw__slot_of(t) < TW_SLOT_COUNT) {
+    leave_slot(w, t, tw__slot_of(t));
+    tw__set_place(t, TW_IDLE);
+    w->count--;
+    return 0;
+  }
+  return stop_any(w, t);
 }
 
 int tw_timer_again(tw_wheel *w, tw_timer *t) {

@@ -57,6 +57,13 @@
 #include "list.h"
 #include "twheel.h"
 
+/* For the rare branches of hot paths, kept out of their code. */
+#if defined(__GNUC__)
+#define TW_NOINLINE __attribute__((noinline))
+#else
+#define TW_NOINLINE
+#endif
+
 #define TW_LEVEL_BITS 8
 #define TW_SLOTS (1u << TW_LEVEL_BITS) /* slots per half */
 #define TW_LEVELS (64 / TW_LEVEL_BITS)
@@ -132,6 +139,9 @@ struct tw_wheel {
                          filing above level 0 lowers it to when its slot
                          becomes a source (wheel.c, file_in) */
   uint64_t horizon;   /* no occupied slot starts before this time */
+  /* level_end[L]: where level L's two blocks end at pos (tw__level_end),
+   * kept by tw__set_pos: a filing compares with one of them. */
+  uint64_t level_end[TW_LEVELS];
   tw_link due;
   tw_link firing;
   struct tw_slot slots[TW_SLOT_COUNT];
@@ -185,6 +195,17 @@ static inline uint64_t tw__saturating_add(uint64_t base, uint64_t delta) {
 
 /* ---- Time and slots ---- */
 
+static inline unsigned tw__highest_bit(uint64_t x) { /* x != 0 */
+#if defined(__GNUC__)
+  return 63u - (unsigned)__builtin_clzll(x);
+#else
+  unsigned bit = 0;
+  while (x >>= 1)
+    bit++;
+  return bit;
+#endif
+}
+
 static inline unsigned tw__shift(unsigned level) {
   return level * TW_LEVEL_BITS;
 }
@@ -215,8 +236,39 @@ static inline unsigned tw__level_of_index(size_t index) {
  * position is in that block's half, else in the next block. */
 uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned ring_pos);
 
-/* The level the filing rule names for a deadline after pos. */
-unsigned tw__level_for(uint64_t pos, uint64_t deadline);
+/* The end of level `level`'s two blocks at pos: the filing rule's level
+ * for a deadline d > pos is the lowest L with d < tw__level_end(pos, L).
+ * TW_NEVER (past every deadline) at the top and where the end would not
+ * fit in 64 bits. */
+static inline uint64_t tw__level_end(uint64_t pos, unsigned level) {
+  unsigned above;
+  uint64_t end_block;
+  if (level == TW_TOP)
+    return TW_NEVER;
+  above = tw__shift(level + 1);
+  end_block = tw__block(pos, level) + 2;
+  return end_block >> (64 - above) ? TW_NEVER : end_block << above;
+}
+
+/* Moves pos, keeping level_end true (only the levels whose block changed). */
+static inline void tw__set_pos(tw_wheel *w, uint64_t pos) {
+  uint64_t changed = w->pos ^ pos;
+  w->pos = pos;
+  for (unsigned level = 0; level < TW_TOP && changed >> tw__shift(level + 1);
+       level++)
+    w->level_end[level] = tw__level_end(pos, level);
+}
+
+/*
+ * The filing rule's level for a deadline after pos, or the level below it:
+ * g, where the distance lies in [2^(8g+1), 2^(8g+9)) (in [1, 2^9) for
+ * g = 0). That is at least two level-(g-1) blocks and less than one
+ * level-(g+1) block, so the rule names g or g + 1, and the deadline is
+ * below tw__level_end(pos, g) exactly when it is g.
+ */
+static inline unsigned tw__level_guess(uint64_t pos, uint64_t deadline) {
+  return tw__highest_bit((deadline - pos) >> 1 | 1) / TW_LEVEL_BITS;
+}
 
 /* Level `level`'s source: the index of the level-(level+1) slot spanning
  * level's next block, or TW_SLOT_COUNT when there is no next block. */
