@@ -37,8 +37,8 @@ extern "C" {
 #define TW_EXTERN
 #endif
 
-/* The two start functions are inline (see "Inline fast paths" at the end);
- * the library itself defines them out of line. */
+/* The two start functions and tw_driver_started are inline (see "Inline
+ * fast paths" at the end); the library itself defines them out of line. */
 #ifdef TW__NO_INLINE
 #define TW__START_API TW_EXTERN
 #else
@@ -316,24 +316,29 @@ TW_EXTERN int tw_driver_init(tw_driver *d, tw_wheel *w, tw_driver_arm_fn arm);
  * After the loop started (or re-armed) a timer of the wheel for `deadline`:
  * arms the loop timer for it if that is earlier than what is armed.
  * Nothing happens inside tw_driver_expired (it re-arms when the callbacks
- * return) or after tw_driver_close. Returns what `arm` returned, or 0.
+ * return) or after tw_driver_close. Returns what `arm` returned, or 0;
+ * -EINVAL for NULL. Inline: a deadline no earlier than `armed` costs no
+ * call.
  */
-TW_EXTERN int tw_driver_started(tw_driver *d, uint64_t deadline);
+TW__START_API int tw_driver_started(tw_driver *d, uint64_t deadline);
 
 /* After the loop stopped a timer: stops the loop timer when the wheel is
- * empty (so an empty wheel never keeps a loop alive); lazy otherwise. */
+ * empty (so an empty wheel never keeps a loop alive); lazy otherwise.
+ * NULL: nothing. */
 TW_EXTERN void tw_driver_stopped(tw_driver *d);
 
 /* Arms the loop timer for min(at, armed) even when it is armed already:
  * for loops where re-arming cancels a wakeup already under way (libevent's
- * event_add on an activated event). Returns what `arm` returned. */
+ * event_add on an activated event). Returns what `arm` returned; -EINVAL
+ * for NULL. */
 TW_EXTERN int tw_driver_rearm(tw_driver *d, uint64_t at);
 
 /*
  * The loop timer fired at `now`: advances the wheel one slice, counts the
  * wakeup, and re-arms the loop timer for tw_next_wakeup() (nothing when no
- * timer is left). Returns the callbacks run. If a callback closed the
- * driver (tw_driver_close), nothing after the advance touches the wheel.
+ * timer is left). Returns the callbacks run (0 for NULL). If a callback
+ * closed the driver (tw_driver_close), nothing after the advance touches
+ * the wheel.
  */
 TW_EXTERN size_t tw_driver_expired(tw_driver *d, uint64_t now);
 
@@ -351,12 +356,14 @@ TW_EXTERN const char *tw_strerror(int err);
  * for the same or a later deadline, still in the future) is a few loads and
  * stores there, with no call; every other case calls the library
  * (tw__timer_start_at, which is also what the exported symbols
- * tw_timer_start and tw_timer_start_at do).
+ * tw_timer_start and tw_timer_start_at do). So is tw_driver_started's
+ * common case, a deadline no earlier than the loop timer's: nothing to do.
  *
  * ABI: this freezes, for the library's soname 0, the layout of struct
- * tw_timer and of its tw__order bits above, and the first two fields of a
- * wheel, struct tw__wheel_head. A program built against this header works
- * with any libtwheel.so.0; a change to any of these is a new soname.
+ * tw_timer and of its tw__order bits above, the first two fields of a
+ * wheel, struct tw__wheel_head, and struct tw_driver (public already). A
+ * program built against this header works with any libtwheel.so.0; a
+ * change to any of these is a new soname.
  */
 struct tw__wheel_head {
   uint64_t now;      /* tw_now() */
@@ -365,6 +372,7 @@ struct tw__wheel_head {
 
 TW_EXTERN int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                  uint64_t deadline, uint64_t repeat);
+TW_EXTERN int tw__driver_started(tw_driver *d, uint64_t deadline);
 
 /* The store: 1 if done, 0 if the library must do the start. */
 static inline int tw__restart_in_place(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
@@ -385,12 +393,24 @@ static inline int tw__restart_in_place(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
   return 1;
 }
 
+/* 1 if `t` waits in a slot of a wheel, so it is active: what a caller can
+ * know without a call (tw_timer_is_active knows every state). */
+static inline int tw__waits_in_slot(const tw_timer *t) {
+  return (t->tw__order & TW__STATE_MASK) == TW__IN_SLOT;
+}
+
 #ifndef TW__NO_INLINE
 static inline int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                     uint64_t deadline, uint64_t repeat) {
   if (tw__restart_in_place(w, t, cb, deadline, repeat))
     return 0;
   return tw__timer_start_at(w, t, cb, deadline, repeat);
+}
+
+static inline int tw_driver_started(tw_driver *d, uint64_t deadline) {
+  if (d && deadline >= d->armed)
+    return 0; /* armed early enough already */
+  return tw__driver_started(d, deadline);
 }
 
 static inline int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,

@@ -8,6 +8,7 @@
  * it early (a wakeup then fires nothing and re-arms); tw_driver_expired sets
  * it to the wheel's next wakeup when its slice returns.
  */
+#define TW__NO_INLINE /* this file defines tw_driver_started itself */
 #include "wheel.h"
 
 #include <errno.h>
@@ -34,20 +35,28 @@ static int set(tw_driver *d, uint64_t at, int for_maintenance,
   return rc;
 }
 
-int tw_driver_started(tw_driver *d, uint64_t deadline) {
+int tw__driver_started(tw_driver *d, uint64_t deadline) {
+  if (!d)
+    return -EINVAL;
   if (d->dispatching || d->closed || deadline >= d->armed)
     return 0;
   return set(d, deadline, 0, 0);
 }
 
+int tw_driver_started(tw_driver *d, uint64_t deadline) {
+  return tw__driver_started(d, deadline);
+}
+
 void tw_driver_stopped(tw_driver *d) {
-  if (d->dispatching || d->closed || d->armed == TW_NEVER ||
+  if (!d || d->dispatching || d->closed || d->armed == TW_NEVER ||
       tw_count(d->wheel) > 0)
     return;
   set(d, TW_NEVER, 0, 0);
 }
 
 int tw_driver_rearm(tw_driver *d, uint64_t at) {
+  if (!d)
+    return -EINVAL;
   if (d->dispatching || d->closed)
     return 0;
   if (d->armed < at)
@@ -62,10 +71,13 @@ int tw_driver_rearm(tw_driver *d, uint64_t at) {
  * armed for a deadline that has since moved later or gone.
  */
 size_t tw_driver_expired(tw_driver *d, uint64_t now) {
-  int for_maintenance = d->tw__for_maintenance;
+  int for_maintenance;
   uint64_t expiry, wakeup;
   size_t ran;
 
+  if (!d)
+    return 0;
+  for_maintenance = d->tw__for_maintenance;
   d->armed = TW_NEVER; /* the loop timer fires once per arming */
   d->dispatching = 1;
   ran = tw_advance_slice(d->wheel, now, d->tw__slice);

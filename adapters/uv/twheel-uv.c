@@ -280,7 +280,8 @@ int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
 
   if (!d || !cb || d->driver.closed)
     return UV_EINVAL;
-  was_active = tw_timer_is_active(&handle->tw__timer);
+  was_active = tw__waits_in_slot(&handle->tw__timer) ||
+               tw_timer_is_active(&handle->tw__timer);
   deadline = deadline_after(d->loop, timeout);
   if (tw_timer_start_at(d->driver.wheel, &handle->tw__timer, fire, deadline,
                         repeat))
@@ -297,7 +298,8 @@ int tw_uv_timer_stop(tw_uv_timer_t *handle) {
 
   if (!d)
     return UV_EINVAL;
-  if (!tw_timer_is_active(&handle->tw__timer))
+  if (!tw__waits_in_slot(&handle->tw__timer) &&
+      !tw_timer_is_active(&handle->tw__timer))
     return 0; /* also every timer of a closing adapter */
   tw_timer_stop(d->driver.wheel, &handle->tw__timer);
   if (handle->tw__flags & TW_UV__REF)
