@@ -190,7 +190,8 @@ static int step(tw_wheel *w, size_t *work) {
     w->collect_in_order = 1;
     return collect(w, work);
   }
-  tw__set_pos(w, next.start - 1); /* its timers now belong to the levels below */
+  /* Its timers now belong to the levels below. */
+  tw__set_pos(w, next.start - 1);
   *work -= tw__drain(w, next.index, *work);
   return 1;
 }

@@ -349,9 +349,8 @@ void tw_timer_init(tw_timer *t) {
 }
 
 /* Every start but the common one below: checks, re-arms, the past. */
-static TW_NOINLINE int
-start_any(tw_wheel *w, tw_timer *t, tw_timer_cb cb, uint64_t deadline,
-          uint64_t repeat) {
+static TW_NOINLINE int start_any(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                 uint64_t deadline, uint64_t repeat) {
   if (!usable(w, t) || !cb)
     return -EINVAL;
   if (deadline > TW_MAX_DEADLINE)
