@@ -9,6 +9,7 @@
 #include "wheel.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 static unsigned lowest_bit(uint64_t x) { /* x != 0 */
@@ -23,6 +24,12 @@ static unsigned lowest_bit(uint64_t x) { /* x != 0 */
   return bit;
 #endif
 }
+
+_Static_assert(offsetof(tw_wheel, now) ==
+                       offsetof(struct tw__wheel_head, now) &&
+                   offsetof(tw_wheel, next_seq) ==
+                       offsetof(struct tw__wheel_head, next_seq),
+               "a wheel starts with struct tw__wheel_head (twheel.h)");
 
 /* ---- The filing rule ---- */
 

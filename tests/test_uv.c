@@ -229,6 +229,26 @@ Test(uv, start_twice_keeps_only_the_second_start) {
   cr_assert_eq(p.calls, 1);
 }
 
+/* The inline reset (a timer waiting in the wheel, not its slot's earliest)
+ * and the library's start, called by its exported name, do the same. */
+Test(uv, inline_reset_and_library_start_replace_callback_and_repeat) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  start(&p[0], 10, 0); /* the earliest of their slot: never reset inline */
+  cr_assert_eq(tw_uv_timer_start(&p[1].t, never_cb, 10, 0), 0);
+  cr_assert_eq(tw_uv_timer_start(&p[2].t, never_cb, 10, 0), 0);
+  start(&p[1], 20, 30);                                          /* inline */
+  cr_assert_eq(tw__uv_timer_start(&p[2].t, probe_cb, 20, 0), 0); /* library */
+  p[2].deadline = uv_now(&loop) + 20;
+  cr_assert_eq(tw_uv_timer_get_repeat(&p[1].t), 30);
+  cr_assert_eq(tw_uv_timer_get_due_in(&p[1].t), 20);
+  tw_uv_timer_set_repeat(&p[1].t, 0); /* so that uv_run returns */
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(never_calls, 0);
+  EXPECT_FIRED(0, 1, 2);
+  cr_assert_eq(uv_loop_alive(&loop), 0); /* the liveness count is whole */
+}
+
 /* timer_order: equal deadlines by latest start; late timers by deadline. */
 Test(uv, equal_deadlines_fire_in_order_of_latest_start) {
   static struct probe p[3];

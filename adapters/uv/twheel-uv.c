@@ -23,6 +23,7 @@
  * its poll; in UV_RUN_ONCE it is the next uv_run() call.
  */
 #define _POSIX_C_SOURCE 200809L /* uv.h needs POSIX types under -std=c11 */
+#define TW_UV__NO_INLINE        /* this file defines tw_uv_timer_start itself */
 #include "twheel-uv.h"
 
 #include <stddef.h>
@@ -34,12 +35,13 @@
 #define ONE_TIMER_PHASE_VERSION 0x012d00u /* 1.45.0 */
 
 struct tw_uv {
+  /* First, as struct tw_uv__head (the header's inline start reads them): */
+  tw_driver driver; /* its wheel is the adapter's; closed once closing */
+  uv_loop_t *loop;
   uv_timer_t timer;     /* the one loop timer */
   uv_prepare_t prepare; /* work that must wait for the next prepare phase */
   uv_check_t check;     /* libuv < 1.45: marks the end of each poll */
-  uv_loop_t *loop;
-  tw_driver driver;   /* its wheel is the adapter's; closed once closing */
-  size_t refd_active; /* active timers that are referenced */
+  size_t refd_active;   /* active timers that are referenced */
   void (*close_cb)(tw_uv *d);
   int open_handles;             /* shared handles libuv has not closed yet */
   unsigned char deferred;       /* the loop timer waits for the prepare phase */
@@ -52,6 +54,11 @@ struct tw_uv {
   unsigned char ran_before_poll; /* ... before the poll that ended last */
 };
 
+_Static_assert(offsetof(tw_uv, driver) ==
+                       offsetof(struct tw_uv__head, driver) &&
+                   offsetof(tw_uv, loop) == offsetof(struct tw_uv__head, loop),
+               "a tw_uv starts with struct tw_uv__head (twheel-uv.h)");
+
 static tw_uv_timer_t *handle_of(tw_timer *t) {
   return (tw_uv_timer_t *)(void *)((char *)t -
                                    offsetof(tw_uv_timer_t, tw__timer));
@@ -63,13 +70,6 @@ static tw_uv *owner_of(const tw_uv_timer_t *h) {
 
 static tw_uv *adapter_of(tw_driver *driver) {
   return (tw_uv *)(void *)((char *)driver - offsetof(tw_uv, driver));
-}
-
-/* uv_now() + timeout, saturated where the wheel saturates (TW_NEVER - 1),
- * so that the driver compares with the deadline the wheel really keeps. */
-static uint64_t deadline_after(uv_loop_t *loop, uint64_t timeout) {
-  uint64_t now = uv_now(loop);
-  return timeout >= TW_NEVER - 1 - now ? TW_NEVER - 1 : now + timeout;
 }
 
 /* Liveness: the shared handles are referenced iff refd_active > 0. */
@@ -272,8 +272,8 @@ int tw_uv_timer_init(tw_uv *d, tw_uv_timer_t *handle) {
   return 0;
 }
 
-int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
-                      uint64_t timeout, uint64_t repeat) {
+int tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
+                       uint64_t timeout, uint64_t repeat) {
   tw_uv *d = owner_of(handle);
   uint64_t deadline;
   int was_active;
@@ -282,7 +282,7 @@ int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
     return UV_EINVAL;
   was_active = tw__waits_in_slot(&handle->tw__timer) ||
                tw_timer_is_active(&handle->tw__timer);
-  deadline = deadline_after(d->loop, timeout);
+  deadline = tw__uv_deadline_after(d->loop, timeout);
   if (tw_timer_start_at(d->driver.wheel, &handle->tw__timer, fire, deadline,
                         repeat))
     return UV_EINVAL; /* not initialised */
@@ -291,6 +291,11 @@ int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
     refd_inc(d);
   tw_driver_started(&d->driver, deadline);
   return 0;
+}
+
+int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
+                      uint64_t timeout, uint64_t repeat) {
+  return tw__uv_timer_start(handle, cb, timeout, repeat);
 }
 
 int tw_uv_timer_stop(tw_uv_timer_t *handle) {

@@ -172,8 +172,13 @@ TW_EXTERN int tw_uv_timer_init(tw_uv *d, tw_uv_timer_t *handle);
  * UV_EINVAL for a NULL callback or handle, an uninitialised handle, or a
  * closing adapter (nothing changed).
  */
+#ifdef TW_UV__NO_INLINE
 TW_EXTERN int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                                 uint64_t timeout, uint64_t repeat);
+#else
+static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
+                                    uint64_t timeout, uint64_t repeat);
+#endif
 
 /* Like uv_timer_stop(): idempotent, 0. UV_EINVAL for NULL or an
  * uninitialised handle. Afterwards the handle's memory may be freed.
@@ -220,6 +225,55 @@ TW_EXTERN int tw_uv_timer_is_active(const tw_uv_timer_t *handle);
 TW_EXTERN void tw_uv_timer_ref(tw_uv_timer_t *handle);
 TW_EXTERN void tw_uv_timer_unref(tw_uv_timer_t *handle);
 TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
+
+/*
+ * Inline fast path. tw_uv_timer_start is compiled into the caller: the
+ * idle-timeout reset of a timer waiting in the wheel (the core's store, see
+ * twheel.h) costs uv_now() and no call into this library; every other case
+ * calls tw__uv_timer_start, which is also what the exported symbol
+ * tw_uv_timer_start does.
+ *
+ * ABI: besides what twheel.h freezes, this freezes for the library's soname
+ * 0 the layout of tw_uv_timer_t and the start of every tw_uv, struct
+ * tw_uv__head (placed before the libuv handles, whose sizes vary between
+ * libuv versions).
+ */
+struct tw_uv__head {
+  tw_driver driver; /* its wheel is the adapter's; closed once closing */
+  uv_loop_t *loop;
+};
+
+TW_EXTERN int tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
+                                 uint64_t timeout, uint64_t repeat);
+
+/* uv_now() + timeout, saturated where the wheel saturates (TW_NEVER - 1),
+ * so that the driver compares with the deadline the wheel really keeps. */
+static inline uint64_t tw__uv_deadline_after(uv_loop_t *loop,
+                                             uint64_t timeout) {
+  uint64_t now = uv_now(loop);
+  return timeout >= TW_NEVER - 1 - now ? TW_NEVER - 1 : now + timeout;
+}
+
+#ifndef TW_UV__NO_INLINE
+static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
+                                    uint64_t timeout, uint64_t repeat) {
+  struct tw_uv__head *d;
+  if (handle && cb && tw__waits_in_slot(&handle->tw__timer) &&
+      (d = (struct tw_uv__head *)handle->tw__timer.data) != NULL &&
+      !d->driver.closed) {
+    tw_timer *t = &handle->tw__timer;
+    uint64_t deadline = tw__uv_deadline_after(d->loop, timeout);
+    /* Active already: the liveness count stays; its callback is the
+     * adapter's own, kept. */
+    if (tw__restart_in_place(d->driver.wheel, t, t->tw__cb, deadline, repeat)) {
+      handle->tw__cb = cb;
+      tw_driver_started(&d->driver, deadline);
+      return 0;
+    }
+  }
+  return tw__uv_timer_start(handle, cb, timeout, repeat);
+}
+#endif
 
 #ifdef __cplusplus
 }
