@@ -14,13 +14,7 @@
 
 /* Start of the block after pos's at `level`; TW_NEVER when none follows. */
 static uint64_t next_block_start(uint64_t pos, unsigned level) {
-  unsigned above;
-  uint64_t next;
-  if (level == TW_TOP)
-    return TW_NEVER;
-  above = tw__shift(level + 1);
-  next = tw__block(pos, level) + 1;
-  return next >> (64 - above) ? TW_NEVER : next << above;
+  return tw__block_start_after(pos, level, 1);
 }
 
 struct next_slot {

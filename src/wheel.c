@@ -44,11 +44,9 @@ uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned ring_pos) {
 }
 
 size_t tw__source_of(uint64_t pos, unsigned level) {
-  unsigned above = tw__shift(level + 1); /* level < TW_TOP: above < 64 */
-  uint64_t next = tw__block(pos, level) + 1;
-  if (next >> (64 - above)) /* pos is in the last block: none follows */
+  uint64_t next = tw__block_start_after(pos, level, 1);
+  if (next == TW_NEVER) /* pos is in the last block: none follows */
     return TW_SLOT_COUNT;
-  next <<= above;
   return tw__slot_index(level + 1, tw__ring_pos(next, level + 1));
 }
 
