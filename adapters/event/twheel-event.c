@@ -274,7 +274,8 @@ int tw_ev_timer_del(tw_ev_timer *t) {
   if (!tw__waits_in_slot(&t->tw__timer) && !tw_timer_is_active(&t->tw__timer))
     return 0; /* never touches the adapter: safe after tw_ev_free */
   d = t->tw__timer.data;
-  tw_timer_stop(d->driver.wheel, &t->tw__timer);
+  if (tw_timer_stop(d->driver.wheel, &t->tw__timer) != 0)
+    return -1; /* garbage that looked active: nothing changed */
   tw_driver_stopped(&d->driver); /* an empty wheel keeps no loop alive */
   return 0;
 }

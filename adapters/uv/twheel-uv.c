@@ -306,7 +306,8 @@ int tw_uv_timer_stop(tw_uv_timer_t *handle) {
   if (!tw__waits_in_slot(&handle->tw__timer) &&
       !tw_timer_is_active(&handle->tw__timer))
     return 0; /* also every timer of a closing adapter */
-  tw_timer_stop(d->driver.wheel, &handle->tw__timer);
+  if (tw_timer_stop(d->driver.wheel, &handle->tw__timer) != 0)
+    return UV_EINVAL; /* garbage that looked active: nothing changed */
   if (handle->tw__flags & TW_UV__REF)
     refd_dec(d);
   tw_driver_stopped(&d->driver);
