@@ -362,8 +362,9 @@ TW_EXTERN const char *tw_strerror(int err);
  * ABI: this freezes, for the library's soname 0, the layout of struct
  * tw_timer and of its tw__order bits above, the first two fields of a
  * wheel, struct tw__wheel_head, and struct tw_driver (public already). A
- * program built against this header works with any libtwheel.so.0; a
- * change to any of these is a new soname.
+ * program built against this header works with any libtwheel.so.0 from
+ * version 0.2 on (the first to export tw__driver_started); a change to any
+ * of these is a new soname.
  */
 struct tw__wheel_head {
   uint64_t now;      /* tw_now() */

