@@ -40,9 +40,9 @@ extern "C" {
 /* The two start functions and tw_driver_started are inline (see "Inline
  * fast paths" at the end); the library itself defines them out of line. */
 #ifdef TW__NO_INLINE
-#define TW__START_API TW_EXTERN
+#define TW__INLINE_API TW_EXTERN
 #else
-#define TW__START_API static inline
+#define TW__INLINE_API static inline
 #endif
 
 #define TW_NEVER UINT64_MAX /* tw_next_expiry(): nothing pending */
@@ -129,8 +129,8 @@ TW_EXTERN void tw_timer_init(tw_timer *t);
  * Returns 0, or -EINVAL for a NULL argument or an uninitialised timer
  * (nothing changed).
  */
-TW__START_API int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
-                                 uint64_t timeout, uint64_t repeat);
+TW__INLINE_API int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                  uint64_t timeout, uint64_t repeat);
 
 /*
  * Like tw_timer_start() with an absolute deadline (saturated at
@@ -139,8 +139,8 @@ TW__START_API int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
  * the timers waiting for the next advance are put in order when it (or
  * tw_next_expiry) reads them, once, O(k log k) for k of them at worst.
  */
-TW__START_API int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
-                                    uint64_t deadline, uint64_t repeat);
+TW__INLINE_API int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                     uint64_t deadline, uint64_t repeat);
 
 /* Makes `t` inactive; stopping an inactive timer is a no-op returning 0.
  * -EINVAL for NULL or an uninitialised timer. After it returns the timer's
@@ -320,7 +320,7 @@ TW_EXTERN int tw_driver_init(tw_driver *d, tw_wheel *w, tw_driver_arm_fn arm);
  * -EINVAL for NULL. Inline: a deadline no earlier than `armed` costs no
  * call.
  */
-TW__START_API int tw_driver_started(tw_driver *d, uint64_t deadline);
+TW__INLINE_API int tw_driver_started(tw_driver *d, uint64_t deadline);
 
 /* After the loop stopped a timer: stops the loop timer when the wheel is
  * empty (so an empty wheel never keeps a loop alive); lazy otherwise.

@@ -14,7 +14,7 @@
 
 /* Start of the block after pos's at `level`; TW_NEVER when none follows. */
 static uint64_t next_block_start(uint64_t pos, unsigned level) {
-  return tw__block_start_after(pos, level, 1);
+  return tw__block_start(pos, level, 1);
 }
 
 struct next_slot {

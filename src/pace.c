@@ -57,10 +57,6 @@ static uint64_t paid_up_to(const tw_wheel *w, unsigned level,
   return pace->block == tw__block(w->pos, level) ? pace->since : block_start;
 }
 
-static uint64_t block_start_of(uint64_t pos, unsigned level) {
-  return tw__block(pos, level) << tw__shift(level + 1);
-}
-
 /* Moves owed by a source of `count` timers at `at`, paid up to `since`:
  * whole timers only, so that a small source is not drained a timer per
  * advance from the start of its window. */
@@ -99,7 +95,7 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
     source = tw__source_of(w->pos, level);
     if (source == TW_SLOT_COUNT)
       continue;
-    block_start = block_start_of(w->pos, level);
+    block_start = tw__block_start(w->pos, level, 0);
     block = (uint64_t)1 << tw__shift(level + 1);
     if (block_start + block < next) /* a new source then */
       next = block_start + block;
@@ -152,7 +148,7 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
   uint64_t earliest = limit;
   for (unsigned level = 0; level < TW_TOP; level++) {
     size_t source = tw__source_of(w->pos, level);
-    uint64_t block_start = block_start_of(w->pos, level);
+    uint64_t block_start = tw__block_start(w->pos, level, 0);
     uint64_t block = (uint64_t)1 << tw__shift(level + 1);
     uint64_t at, start, from;
     unsigned source_pos;
@@ -196,7 +192,7 @@ uint64_t tw__pace_due(const tw_wheel *w) {
   uint64_t due = TW_NEVER;
   for (unsigned level = 0; level < TW_TOP; level++) {
     size_t source = tw__source_of(w->pos, level);
-    uint64_t block_start = block_start_of(w->pos, level);
+    uint64_t block_start = tw__block_start(w->pos, level, 0);
     uint64_t block = (uint64_t)1 << tw__shift(level + 1);
     unsigned slots = level + 1 == TW_TOP ? TW_SLOTS : TW_LEVEL_SLOTS;
     for (unsigned ring_pos = 0; ring_pos < slots; ring_pos++) {

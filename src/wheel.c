@@ -44,7 +44,7 @@ uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned ring_pos) {
 }
 
 size_t tw__source_of(uint64_t pos, unsigned level) {
-  uint64_t next = tw__block_start_after(pos, level, 1);
+  uint64_t next = tw__block_start(pos, level, 1);
   if (next == TW_NEVER) /* pos is in the last block: none follows */
     return TW_SLOT_COUNT;
   return tw__slot_index(level + 1, tw__ring_pos(next, level + 1));
@@ -191,7 +191,7 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
   unsigned bit = (unsigned)(deadline >> shift) & (TW_LEVEL_SLOTS - 1);
   size_t index = tw__slot_index(level, bit);
   struct tw_slot *slot = &w->slots[index];
-  uint64_t start = deadline >> shift << shift;
+  uint64_t start = deadline >> shift << shift, width = (uint64_t)1 << shift;
 
   if (at_head)
     tw__list_prepend(&slot->timers, &t->tw__link);
@@ -201,8 +201,8 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
     w->horizon = start;
   /* A slot above level 0 is the source of the level below while pos is in
    * the block before it (wheel.h): its pace may owe moves from then on. */
-  if (level > 0 && start - ((uint64_t)1 << shift) < w->pace_next)
-    w->pace_next = start - ((uint64_t)1 << shift);
+  if (level > 0 && start - width < w->pace_next)
+    w->pace_next = start - width;
   /* The one timer that holds the minimum is marked; others with the same
    * deadline may move later without making it inexact. */
   t->tw__order = order | TW_SLOT | index;

@@ -236,18 +236,19 @@ static inline unsigned tw__level_of_index(size_t index) {
  * position is in that block's half, else in the next block. */
 uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned ring_pos);
 
-/* Start of the level-`level` block `ahead` blocks after pos's; TW_NEVER at
- * the top level (its one block is the whole range) and where that start
- * would not fit in 64 bits. */
-static inline uint64_t tw__block_start_after(uint64_t pos, unsigned level,
-                                             unsigned ahead) {
+/* Start of the level-`level` block `ahead` blocks after pos's (0: pos's
+ * own); TW_NEVER at the top level (its one block is the whole range) and
+ * where that start would not fit in 64 bits. */
+static inline uint64_t tw__block_start(uint64_t pos, unsigned level,
+                                       unsigned ahead) {
   unsigned above;
   uint64_t block;
   if (level == TW_TOP)
     return TW_NEVER;
   above = tw__shift(level + 1);
   block = tw__block(pos, level) + ahead;
-  return block >> (64 - above) ? TW_NEVER : block << above;
+  /* pos's own block always fits: no check when `ahead` is a constant 0. */
+  return ahead && block >> (64 - above) ? TW_NEVER : block << above;
 }
 
 /* The end of level `level`'s two blocks at pos: the filing rule's level
@@ -255,7 +256,7 @@ static inline uint64_t tw__block_start_after(uint64_t pos, unsigned level,
  * TW_NEVER (past every deadline) at the top and where the end would not
  * fit in 64 bits. */
 static inline uint64_t tw__level_end(uint64_t pos, unsigned level) {
-  return tw__block_start_after(pos, level, 2);
+  return tw__block_start(pos, level, 2);
 }
 
 /* Moves pos, keeping level_end true (only the levels whose block changed). */
