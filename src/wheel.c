@@ -167,13 +167,26 @@ uint64_t tw_moves(const tw_wheel *w) {
 
 /* ---- Moving timers ---- */
 
-/* Slot `index` just received its first timer, `t`, which sets its
- * minimum. Apart from the hot path. */
+/*
+ * Slot `index` just received its first timer, `t`, which sets its minimum.
+ * Apart from the hot path. Only here can the bounds on the whole wheel
+ * move: a slot's start is fixed while it holds timers, so a timer filed in
+ * an occupied slot changes neither `horizon` nor `pace_next`.
+ */
 static TW_NOINLINE void first_in_slot(tw_wheel *w, tw_timer *t, size_t index) {
   unsigned level = tw__level_of_index(index);
+  unsigned shift = tw__shift(level);
+  uint64_t start = t->tw__deadline >> shift << shift;
+
   set_occupied(w, level, (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
   w->slots[index].min = t->tw__deadline;
   t->tw__order |= TW_MAY_HOLD_MIN;
+  if (start < w->horizon)
+    w->horizon = start;
+  /* A slot above level 0 is the source of the level below while pos is in
+   * the block before it (wheel.h): its pace may owe moves from then on. */
+  if (level > 0 && start - ((uint64_t)1 << shift) < w->pace_next)
+    w->pace_next = start - ((uint64_t)1 << shift);
 }
 
 /*
@@ -191,18 +204,11 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
   unsigned bit = (unsigned)(deadline >> shift) & (TW_LEVEL_SLOTS - 1);
   size_t index = tw__slot_index(level, bit);
   struct tw_slot *slot = &w->slots[index];
-  uint64_t start = deadline >> shift << shift, width = (uint64_t)1 << shift;
 
   if (at_head)
     tw__list_prepend(&slot->timers, &t->tw__link);
   else
     tw__list_append(&slot->timers, &t->tw__link);
-  if (start < w->horizon)
-    w->horizon = start;
-  /* A slot above level 0 is the source of the level below while pos is in
-   * the block before it (wheel.h): its pace may owe moves from then on. */
-  if (level > 0 && start - width < w->pace_next)
-    w->pace_next = start - width;
   /* The one timer that holds the minimum is marked; others with the same
    * deadline may move later without making it inexact. */
   t->tw__order = order | TW_SLOT | index;
