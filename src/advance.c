@@ -129,16 +129,23 @@ uint64_t tw_next_wakeup(tw_wheel *w) {
 /* ---- tw_advance ---- */
 
 /*
- * Walks the level-0 slot at pos (w->collecting) from its head: timers due
- * join the firing list, stale ones move on. The list is put in firing order
- * once the walk is over. Returns 0 when the budget ran out first.
+ * Walks the level-0 slot at pos (w->collecting) from both ends in turn, as
+ * tw__drain does, so that two chains of cache misses are in flight: a due
+ * timer from the head joins the firing list, one from the tail the head of
+ * `back`, which joins the firing list after them; stale ones move on. The
+ * firing list is put in order once the walk is over. Returns 0 when the
+ * budget ran out first; the rest of the slot, which belongs before `back`,
+ * joins after it at the next call, whose first check finds that out of
+ * order.
  */
 static int collect(tw_wheel *w, size_t *work) {
   tw_link *head = &w->slots[w->collecting].timers;
-  while (!tw__list_empty(head)) {
-    tw_timer *t = tw__list_first(head);
-    if (*work == 0)
-      return 0;
+  tw_link back;
+  int from_tail = 0;
+
+  tw__list_init(&back);
+  for (; !tw__list_empty(head) && *work > 0; from_tail = !from_tail) {
+    tw_timer *t = from_tail ? tw__list_last(head) : tw__list_first(head);
     (*work)--;
     tw__detach(w, t);
     if (t->tw__deadline > w->pos) { /* stale: moved later with a store */
@@ -146,12 +153,24 @@ static int collect(tw_wheel *w, size_t *work) {
       w->moves++;
       continue;
     }
-    if (!tw__list_empty(&w->firing) &&
-        tw__fires_before(t, tw__list_last(&w->firing)))
-      w->collect_in_order = 0;
-    tw__list_append(&w->firing, &t->tw__link);
     tw__set_place(t, TW_DUE);
+    if (from_tail) {
+      if (!tw__list_empty(&back) && tw__fires_before(tw__list_first(&back), t))
+        w->collect_in_order = 0;
+      tw__list_prepend(&back, &t->tw__link);
+    } else {
+      if (!tw__list_empty(&w->firing) &&
+          tw__fires_before(t, tw__list_last(&w->firing)))
+        w->collect_in_order = 0;
+      tw__list_append(&w->firing, &t->tw__link);
+    }
   }
+  if (!tw__list_empty(&back) && !tw__list_empty(&w->firing) &&
+      tw__fires_before(tw__list_first(&back), tw__list_last(&w->firing)))
+    w->collect_in_order = 0;
+  tw__list_splice(&w->firing, &back);
+  if (!tw__list_empty(head))
+    return 0;
   w->collecting = TW_SLOT_COUNT;
   if (!w->collect_in_order)
     tw__list_sort(&w->firing);
