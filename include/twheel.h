@@ -375,14 +375,12 @@ TW_EXTERN int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                  uint64_t deadline, uint64_t repeat);
 TW_EXTERN int tw__driver_started(tw_driver *d, uint64_t deadline);
 
-/* The store: 1 if done, 0 if the library must do the start. */
-static inline int tw__restart_in_place(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
-                                       uint64_t deadline, uint64_t repeat) {
+/* The store, for `t` whose tw__order the caller has read (`order`): 1 if
+ * done, 0 if the library must do the start. */
+static inline int tw__store_restart(tw_wheel *w, tw_timer *t, uint64_t order,
+                                    tw_timer_cb cb, uint64_t deadline,
+                                    uint64_t repeat) {
   struct tw__wheel_head *head = (struct tw__wheel_head *)(void *)w;
-  uint64_t order;
-  if (!w || !t || !cb)
-    return 0;
-  order = t->tw__order;
   if ((order & (TW__STATE_MASK | TW__MAY_HOLD_MIN)) != TW__IN_SLOT ||
       deadline < t->tw__deadline || deadline <= head->now ||
       deadline >= TW_NEVER)
@@ -392,6 +390,14 @@ static inline int tw__restart_in_place(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
   t->tw__deadline = deadline;
   t->tw__order = head->next_seq++ << TW__SEQ_SHIFT | (order & TW__TAG_MASK);
   return 1;
+}
+
+/* The store: 1 if done, 0 if the library must do the start. */
+static inline int tw__restart_in_place(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                       uint64_t deadline, uint64_t repeat) {
+  if (!w || !t || !cb)
+    return 0;
+  return tw__store_restart(w, t, t->tw__order, cb, deadline, repeat);
 }
 
 /* 1 if `t` waits in a slot of a wheel, so it is active: what a caller can

@@ -259,17 +259,24 @@ static inline uint64_t tw__uv_deadline_after(uv_loop_t *loop,
 static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                                     uint64_t timeout, uint64_t repeat) {
   struct tw_uv__head *d;
-  if (handle && cb && tw__waits_in_slot(&handle->tw__timer) &&
-      (d = (struct tw_uv__head *)handle->tw__timer.data) != NULL &&
-      !d->driver.closed) {
-    tw_timer *t = &handle->tw__timer;
-    uint64_t deadline = tw__uv_deadline_after(d->loop, timeout);
-    /* Active already: the liveness count stays; its callback is the
-     * adapter's own, kept. */
-    if (tw__restart_in_place(d->driver.wheel, t, t->tw__cb, deadline, repeat)) {
-      handle->tw__cb = cb;
-      tw_driver_started(&d->driver, deadline);
-      return 0;
+  tw_timer *t;
+  uint64_t order;
+  if (handle && cb) {
+    t = &handle->tw__timer;
+    /* Read once: uv_now() below, a call, leaves the timer as it is. The
+     * test is tw__store_restart's own, which the compiler then drops. */
+    order = t->tw__order;
+    if ((order & (TW__STATE_MASK | TW__MAY_HOLD_MIN)) == TW__IN_SLOT &&
+        (d = (struct tw_uv__head *)t->data) != NULL && !d->driver.closed) {
+      uint64_t deadline = tw__uv_deadline_after(d->loop, timeout);
+      /* Active already: the liveness count stays; its callback is the
+       * adapter's own, kept. An adapter not closed has its wheel. */
+      if (tw__store_restart(d->driver.wheel, t, order, t->tw__cb, deadline,
+                            repeat)) {
+        handle->tw__cb = cb;
+        tw_driver_started(&d->driver, deadline);
+        return 0;
+      }
     }
   }
   return tw__uv_timer_start(handle, cb, timeout, repeat);
