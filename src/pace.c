@@ -118,10 +118,13 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
       next = since;
   }
   /* This replaces what the drains above lowered pace_next to as they filed
-   * timers, and `next` covers them: a drain of level L's source files at
-   * level L or below, and a slot there becomes a source no earlier than the
+   * timers, and `next` covers them. A drain of level L's source files at
+   * level L or below, where a slot becomes a source no earlier than the
    * next block boundary of the level under it, which that level's pass,
-   * coming later in this loop, counted in `next`. */
+   * coming later in this loop, counted in `next`; or, a timer moved later,
+   * at a level K above L, past the end of level K-1's two blocks: its slot
+   * becomes a source no earlier than level K-1's next block boundary, which
+   * is no earlier than level L's, counted by L's own pass. */
   w->pace_next = next;
   return moved;
 }

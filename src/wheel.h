@@ -135,9 +135,10 @@ struct tw_wheel {
   int collect_in_order; /* ... and the firing list it fills is sorted */
   struct tw_level levels[TW_LEVELS];
   struct tw_pace pace[TW_TOP];
-  uint64_t pace_next; /* no level's pace owes a move before this time: every
-                         filing above level 0 lowers it to when its slot
-                         becomes a source (wheel.c, file_in) */
+  uint64_t pace_next; /* no level's pace owes a move before this time: a
+                         slot above level 0 that receives its first timer
+                         lowers it to when the slot becomes a source (wheel.c,
+                         first_in_slot) */
   uint64_t horizon;   /* no occupied slot starts before this time */
   /* level_end[L]: where level L's two blocks end at pos (tw__level_end),
    * kept by tw__set_pos: a filing compares with one of them. */

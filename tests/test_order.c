@@ -79,6 +79,58 @@ Test(order, rule2_fifo_holds_for_a_stale_timer_refiled_behind_newer_ones) {
   EXPECT_FIRED(1, 2);
 }
 
+/* The wheel's own invariant checker (src/check.c). */
+const char *tw__check(const tw_wheel *w, int full);
+
+/*
+ * A level-0 slot is collected from both ends in turn, and a work budget may
+ * stop that walk anywhere: equal deadlines still fire in order of their
+ * latest start, with a stale timer in the slot and tw_next_expiry asked
+ * after the second slice (for small budgets, mid-collection), and the
+ * invariant holds after every slice. Ten timers are started for
+ * `deadline` (at 1000 they first wait in a level-1 slot, whose drain, from
+ * both ends too, leaves two runs; at 100 they go straight to level 0, in
+ * start order), timer 9 moves later, and the `restarts` are started again
+ * for the same deadline, which leaves them in place, out of order.
+ */
+static void split_collection(size_t budget, uint64_t deadline,
+                             const int *restarts, size_t n_restarts,
+                             const int *expected) {
+  enum { N = 10 };
+  static struct probe p[N];
+  size_t slices = 0, fired = 0;
+  tw_wheel_free(wheel_);
+  wheel_ = tw_wheel_new(0);
+  log_len = 0;
+  probes_init(p, N);
+  for (int i = 0; i < N; i++)
+    start_at(&p[i], deadline);
+  cr_assert_eq(tw_advance(wheel_, deadline - 1, TW_ALL), 0);
+  start_at(&p[9], deadline + 200); /* stale in the slot */
+  for (size_t i = 0; i < n_restarts; i++)
+    start_at(&p[restarts[i]], deadline);
+  while (fired < N - 1) {
+    fired += tw_advance_slice(wheel_, deadline, budget);
+    cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+    if (++slices == 2 && fired < N - 1)
+      cr_assert_eq(tw_next_expiry(wheel_), deadline);
+    cr_assert_lt(slices, 100);
+  }
+  expect_fired(expected, N - 1);
+  cr_assert_eq(tw_advance(wheel_, deadline + 200, TW_ALL), 1);
+  EXPECT_FIRED(9);
+}
+
+Test(order, rule2_fifo_holds_when_a_budget_splits_a_collection) {
+  static const int drained[] = {5, 0, 8},
+                   drained_order[] = {1, 2, 3, 4, 6, 7, 5, 0, 8};
+  static const int direct[] = {7}, direct_order[] = {0, 1, 2, 3, 4, 5, 6, 8, 7};
+  for (size_t budget = 1; budget <= 12; budget++) {
+    split_collection(budget, 1000, drained, 3, drained_order);
+    split_collection(budget, 100, direct, 1, direct_order);
+  }
+}
+
 Test(order, rule2_start_at_again_and_repeat_rearm_count_as_starts) {
   static struct probe p[3];
   probes_init(p, 3);
