@@ -400,10 +400,11 @@ static inline int tw__restart_in_place(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
   return tw__store_restart(w, t, t->tw__order, cb, deadline, repeat);
 }
 
-/* 1 if `t` waits in a slot of a wheel, so it is active: what a caller can
- * know without a call (tw_timer_is_active knows every state). */
-static inline int tw__waits_in_slot(const tw_timer *t) {
-  return (t->tw__order & TW__STATE_MASK) == TW__IN_SLOT;
+/* tw_timer_is_active(t) for a timer (not NULL), with no call in the
+ * common case, a timer waiting in a slot. */
+static inline int tw__is_active(const tw_timer *t) {
+  return (t->tw__order & TW__STATE_MASK) == TW__IN_SLOT ||
+         tw_timer_is_active(t);
 }
 
 #ifndef TW__NO_INLINE

@@ -12,11 +12,6 @@
 
 /* ---- Finding the next slot ---- */
 
-/* Start of the block after pos's at `level`; TW_NEVER when none follows. */
-static uint64_t next_block_start(uint64_t pos, unsigned level) {
-  return tw__block_start(pos, level, 1);
-}
-
 struct next_slot {
   size_t index;
   unsigned level;
@@ -36,7 +31,7 @@ static int earliest_slot(const tw_wheel *w, struct next_slot *out) {
   out->level = 0;
   out->start = TW_NEVER;
   for (unsigned level = 0; level < TW_LEVELS; level++) {
-    if (found && out->start < next_block_start(w->pos, level - 1))
+    if (found && out->start < tw__block_start(w->pos, level - 1, 1))
       break;
     int ring_pos = tw__first_occupied(w, level, tw__ring_pos(w->pos, level));
     if (ring_pos < 0)
@@ -75,7 +70,7 @@ static uint64_t earliest_in_slots(tw_wheel *w) {
     uint64_t best = TW_NEVER;
     size_t best_index = TW_SLOT_COUNT;
     for (unsigned level = 0; level < TW_LEVELS; level++) {
-      if (level > 0 && best <= next_block_start(w->pos, level - 1))
+      if (level > 0 && best <= tw__block_start(w->pos, level - 1, 1))
         break;
       int ring_pos = tw__first_occupied(w, level, tw__ring_pos(w->pos, level));
       if (ring_pos < 0)

@@ -41,7 +41,7 @@ static int is_source(uint64_t pos, size_t index) {
 static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   const struct tw_slot *slot = &w->slots[index];
   unsigned level = tw__level_of_index(index);
-  unsigned ring_pos = (unsigned)(index - tw__slot_index(level, 0));
+  unsigned ring_pos = tw__ring_pos_of_index(index);
   int bit =
       (int)((w->levels[level].occupied[ring_pos / 64] >> (ring_pos % 64)) & 1);
   uint64_t start, width, min = TW_NEVER;

@@ -163,7 +163,7 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
                     paid_up_to(w, level, block_start));
     if (at < earliest)
       earliest = at;
-    source_pos = (unsigned)(source - tw__slot_index(level + 1, 0));
+    source_pos = tw__ring_pos_of_index(source);
     from = block_start + block; /* the source's own start */
     for (ring_pos = tw__first_occupied(w, level + 1, source_pos);
          ring_pos >= 0 && (unsigned)ring_pos != source_pos;

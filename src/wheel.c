@@ -52,14 +52,17 @@ size_t tw__source_of(uint64_t pos, unsigned level) {
 
 /* ---- Bitmaps ---- */
 
-static void set_occupied(tw_wheel *w, unsigned level, unsigned bit) {
-  struct tw_level *l = &w->levels[level];
+static void set_occupied(tw_wheel *w, size_t index) {
+  struct tw_level *l = &w->levels[tw__level_of_index(index)];
+  unsigned bit = tw__ring_pos_of_index(index);
   l->occupied[bit / 64] |= (uint64_t)1 << (bit % 64);
   l->summary |= 1u << (bit / 64);
 }
 
-static void clear_occupied(tw_wheel *w, unsigned level, unsigned bit) {
-  struct tw_level *l = &w->levels[level];
+/* Slot `index` lost its last timer. Apart from the hot path. */
+static TW_NOINLINE void clear_occupied(tw_wheel *w, size_t index) {
+  struct tw_level *l = &w->levels[tw__level_of_index(index)];
+  unsigned bit = tw__ring_pos_of_index(index);
   uint64_t mask = (uint64_t)1 << (bit % 64);
   l->dirty[bit / 64] &= ~mask;
   if (!(l->occupied[bit / 64] &= ~mask))
@@ -67,13 +70,13 @@ static void clear_occupied(tw_wheel *w, unsigned level, unsigned bit) {
 }
 
 static void set_dirty(tw_wheel *w, size_t index, int dirty) {
-  unsigned level = tw__level_of_index(index);
-  unsigned bit = (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS);
+  struct tw_level *l = &w->levels[tw__level_of_index(index)];
+  unsigned bit = tw__ring_pos_of_index(index);
   uint64_t mask = (uint64_t)1 << (bit % 64);
   if (dirty)
-    w->levels[level].dirty[bit / 64] |= mask;
+    l->dirty[bit / 64] |= mask;
   else
-    w->levels[level].dirty[bit / 64] &= ~mask;
+    l->dirty[bit / 64] &= ~mask;
 }
 
 int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after) {
@@ -178,7 +181,7 @@ static TW_NOINLINE void first_in_slot(tw_wheel *w, tw_timer *t, size_t index) {
   unsigned shift = tw__shift(level);
   uint64_t start = t->tw__deadline >> shift << shift;
 
-  set_occupied(w, level, (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
+  set_occupied(w, index);
   w->slots[index].min = t->tw__deadline;
   t->tw__order |= TW_MAY_HOLD_MIN;
   if (start < w->horizon)
@@ -226,28 +229,26 @@ void tw__file(tw_wheel *w, tw_timer *t) {
   file_in(w, t, t->tw__order & ~(uint64_t)TW_PLACE_MASK, 0);
 }
 
-/* Slot `index` lost its last timer. Apart from the hot path. */
-static TW_NOINLINE void slot_emptied(tw_wheel *w, size_t index) {
-  unsigned level = tw__level_of_index(index);
-  clear_occupied(w, level, (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
-}
-
 /* Unlinks a timer from slot `index`, which it is in. Only the timer that
  * set the minimum (TW_MAY_HOLD_MIN) can take it away. */
 static inline void leave_slot(tw_wheel *w, tw_timer *t, size_t index) {
   struct tw_slot *slot = &w->slots[index];
   tw__list_unlink(&t->tw__link);
   if (--slot->count == 0)
-    slot_emptied(w, index);
+    clear_occupied(w, index);
   else if ((t->tw__order & TW_MAY_HOLD_MIN) && t->tw__deadline == slot->min)
     set_dirty(w, index, 1);
 }
 
-void tw__detach(tw_wheel *w, tw_timer *t) {
+static inline void detach(tw_wheel *w, tw_timer *t) {
   if (tw__state(t) == TW_SLOT)
     leave_slot(w, t, tw__slot_of(t));
   else
     tw__list_unlink(&t->tw__link);
+}
+
+void tw__detach(tw_wheel *w, tw_timer *t) {
+  detach(w, t);
 }
 
 /*
@@ -276,12 +277,11 @@ size_t tw__drain(tw_wheel *w, size_t index, size_t limit) {
 void tw__rescan(tw_wheel *w, size_t index) {
   tw_link *head = &w->slots[index].timers;
   tw_link *node = head->next;
-  unsigned level = tw__level_of_index(index);
 
   /* Detach the chain at once; its last node still points at the head. */
   tw__list_init(head);
   w->slots[index].count = 0;
-  clear_occupied(w, level, (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS));
+  clear_occupied(w, index);
   while (node != head) {
     tw_link *next = node->next;
     tw__file(w, TW_TIMER_OF(node));
@@ -319,7 +319,7 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
   if (state == TW_IDLE)
     w->count++;
   else
-    tw__detach(w, t);
+    detach(w, t);
   t->tw__deadline = deadline;
   if (deadline > w->now) {
     file_in(w, t, order, 0);
@@ -334,7 +334,7 @@ void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
 }
 
 static inline void disarm(tw_wheel *w, tw_timer *t) {
-  tw__detach(w, t);
+  detach(w, t);
   tw__set_place(t, TW_IDLE);
   w->count--;
 }
@@ -383,12 +383,9 @@ int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
   if (w && t && cb && !w->free_pending &&
       (t->tw__order & TW_STATE_MASK) == TW_IDLE && deadline > w->now &&
       deadline <= TW_MAX_DEADLINE) {
-    uint64_t order = t->tw__order;
     t->tw__cb = cb;
     t->tw__repeat = repeat;
-    t->tw__deadline = deadline;
-    w->count++;
-    file_in(w, t, w->next_seq++ << TW_SEQ_SHIFT | (order & TW_FIXED_RATE), 0);
+    arm(w, t, deadline); /* inactive, for the future: straight to file_in */
     return 0;
   }
   return start_any(w, t, cb, deadline, repeat);
@@ -419,9 +416,7 @@ static TW_NOINLINE int stop_any(tw_wheel *w, tw_timer *t) {
 int tw_timer_stop(tw_wheel *w, tw_timer *t) {
   if (w && t && (t->tw__order & TW_STATE_MASK) == TW_SLOT &&
       tw__slot_of(t) < TW_SLOT_COUNT) {
-    leave_slot(w, t, tw__slot_of(t));
-    tw__set_place(t, TW_IDLE);
-    w->count--;
+    disarm(w, t);
     return 0;
   }
   return stop_any(w, t);

@@ -233,6 +233,11 @@ static inline unsigned tw__level_of_index(size_t index) {
   return (unsigned)(index / TW_LEVEL_SLOTS);
 }
 
+/* The ring position (half * 256 + digit) of slot `index` in its level. */
+static inline unsigned tw__ring_pos_of_index(size_t index) {
+  return (unsigned)(index % TW_LEVEL_SLOTS);
+}
+
 /* Start of the slot at `ring_pos` of `level`: in pos's block if the
  * position is in that block's half, else in the next block. */
 uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned ring_pos);
@@ -320,9 +325,10 @@ void tw__append_due(tw_wheel *w, tw_timer *t);
 int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after);
 
 static inline int tw__is_dirty(const tw_wheel *w, size_t index) {
-  unsigned level = tw__level_of_index(index);
-  unsigned bit = (unsigned)(index - (size_t)level * TW_LEVEL_SLOTS);
-  return (int)((w->levels[level].dirty[bit / 64] >> (bit % 64)) & 1);
+  unsigned bit = tw__ring_pos_of_index(index);
+  return (int)((w->levels[tw__level_of_index(index)].dirty[bit / 64] >>
+                (bit % 64)) &
+               1);
 }
 
 /* ---- Firing order (order.c) ---- */

@@ -271,7 +271,7 @@ int tw_ev_timer_del(tw_ev_timer *t) {
   tw_ev *d;
   if (!t)
     return -1;
-  if (!tw__waits_in_slot(&t->tw__timer) && !tw_timer_is_active(&t->tw__timer))
+  if (!tw__is_active(&t->tw__timer))
     return 0; /* never touches the adapter: safe after tw_ev_free */
   d = t->tw__timer.data;
   if (tw_timer_stop(d->driver.wheel, &t->tw__timer) != 0)

@@ -280,8 +280,7 @@ int tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
 
   if (!d || !cb || d->driver.closed)
     return UV_EINVAL;
-  was_active = tw__waits_in_slot(&handle->tw__timer) ||
-               tw_timer_is_active(&handle->tw__timer);
+  was_active = tw__is_active(&handle->tw__timer);
   deadline = tw__uv_deadline_after(d->loop, timeout);
   if (tw_timer_start_at(d->driver.wheel, &handle->tw__timer, fire, deadline,
                         repeat))
@@ -303,8 +302,7 @@ int tw_uv_timer_stop(tw_uv_timer_t *handle) {
 
   if (!d)
     return UV_EINVAL;
-  if (!tw__waits_in_slot(&handle->tw__timer) &&
-      !tw_timer_is_active(&handle->tw__timer))
+  if (!tw__is_active(&handle->tw__timer))
     return 0; /* also every timer of a closing adapter */
   if (tw_timer_stop(d->driver.wheel, &handle->tw__timer) != 0)
     return UV_EINVAL; /* garbage that looked active: nothing changed */
