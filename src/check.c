@@ -42,8 +42,7 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   const struct tw_slot *slot = &w->slots[index];
   unsigned level = tw__level_of_index(index);
   unsigned ring_pos = tw__ring_pos_of_index(index);
-  int bit =
-      (int)((w->levels[level].occupied[ring_pos / 64] >> (ring_pos % 64)) & 1);
+  int bit = tw__is_occupied(w, index);
   uint64_t start, width, min = TW_NEVER;
   const tw_link *node, *prev = &slot->timers;
   size_t length = 0;
@@ -108,35 +107,28 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   return NULL;
 }
 
-static const char *check_level(const tw_wheel *w, unsigned level) {
-  const struct tw_level *l = &w->levels[level];
-  unsigned used = level == TW_TOP ? TW_SLOTS / 64 : TW_WORDS;
-  for (unsigned k = 0; k < TW_WORDS; k++) {
-    if ((l->occupied[k] != 0) != ((l->summary >> k) & 1))
-      FAIL("level %u: summary bit %u wrong", level, k);
-    if (k >= used && (l->occupied[k] || l->dirty[k]))
-      FAIL("level %u: bits beyond its slots", level);
-    if (l->dirty[k] & ~l->occupied[k])
-      FAIL("level %u: dirty bits on empty slots", level);
+static const char *check_bitmaps(const tw_wheel *w) {
+  for (unsigned k = 0; k < TW_BITMAP_WORDS; k++) {
+    if ((w->occupied[k] != 0) != ((w->occupied_words >> k) & 1))
+      FAIL("bitmap word %u: summary bit wrong", k);
+    if (w->dirty[k] & ~w->occupied[k])
+      FAIL("bitmap word %u: dirty bits on empty slots", k);
   }
-  if (l->summary >> TW_WORDS)
-    FAIL("level %u: summary bits beyond its words", level);
+  if (w->occupied_words >> (TW_BITMAP_WORDS - 1) >> 1)
+    FAIL("summary bits beyond the bitmaps' words");
   return NULL;
 }
 
-/* Every slot of `level` (full) or its occupied ones. */
-static const char *check_slots(const tw_wheel *w, unsigned level, int full,
-                               size_t *timers) {
+/* Every slot (full) or the occupied ones. */
+static const char *check_slots(const tw_wheel *w, int full, size_t *timers) {
   const char *err;
-  unsigned slots = level == TW_TOP ? TW_SLOTS : TW_LEVEL_SLOTS;
-  for (unsigned bit = 0; bit < slots; bit++) {
-    uint64_t word = w->levels[level].occupied[bit / 64] >> (bit % 64);
+  for (size_t index = 0; index < TW_SLOT_COUNT; index++) {
+    uint64_t word = w->occupied[index / 64] >> (index % 64);
     if (!full && !word) { /* no occupied slot left in this word */
-      bit |= 63;
+      index |= 63;
       continue;
     }
-    if ((full || (word & 1)) &&
-        (err = check_slot(w, tw__slot_index(level, bit), timers)))
+    if ((full || (word & 1)) && (err = check_slot(w, index, timers)))
       return err;
   }
   return NULL;
@@ -180,10 +172,8 @@ const char *tw__check(const tw_wheel *w, int full) {
       (w->collecting >= TW_LEVEL_SLOTS ||
        tw__slot_start(w->pos, 0, (unsigned)w->collecting) != w->pos))
     FAIL("collecting slot %zu is not the level-0 slot at pos", w->collecting);
-  for (unsigned level = 0; level < TW_LEVELS; level++)
-    if ((err = check_level(w, level)) ||
-        (err = check_slots(w, level, full, &timers)))
-      return err;
+  if ((err = check_bitmaps(w)) || (err = check_slots(w, full, &timers)))
+    return err;
   if ((err = check_due_list(
            &w->firing, "firing", w->pos,
            w->collecting == TW_SLOT_COUNT || w->collect_in_order, &timers)))

@@ -90,7 +90,7 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
     struct window win;
     uint64_t since, want;
 
-    if (!w->levels[level + 1].summary)
+    if (!tw__occupied_words_of(w, level + 1))
       continue; /* the level above is empty: no source now or next */
     source = tw__source_of(w->pos, level);
     if (source == TW_SLOT_COUNT)

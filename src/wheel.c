@@ -52,38 +52,36 @@ size_t tw__source_of(uint64_t pos, unsigned level) {
 
 /* ---- Bitmaps ---- */
 
+_Static_assert(TW_SLOT_COUNT % 64 == 0 && TW_BITMAP_WORDS <= 64,
+               "whole bitmap words, one summary bit each");
+
 static void set_occupied(tw_wheel *w, size_t index) {
-  struct tw_level *l = &w->levels[tw__level_of_index(index)];
-  unsigned bit = tw__ring_pos_of_index(index);
-  l->occupied[bit / 64] |= (uint64_t)1 << (bit % 64);
-  l->summary |= 1u << (bit / 64);
+  w->occupied[index / 64] |= (uint64_t)1 << (index % 64);
+  w->occupied_words |= (uint64_t)1 << (index / 64);
 }
 
 /* Slot `index` lost its last timer. Apart from the hot path. */
 static TW_NOINLINE void clear_occupied(tw_wheel *w, size_t index) {
-  struct tw_level *l = &w->levels[tw__level_of_index(index)];
-  unsigned bit = tw__ring_pos_of_index(index);
-  uint64_t mask = (uint64_t)1 << (bit % 64);
-  l->dirty[bit / 64] &= ~mask;
-  if (!(l->occupied[bit / 64] &= ~mask))
-    l->summary &= ~(1u << (bit / 64));
+  uint64_t mask = (uint64_t)1 << (index % 64);
+  w->dirty[index / 64] &= ~mask;
+  if (!(w->occupied[index / 64] &= ~mask))
+    w->occupied_words &= ~((uint64_t)1 << (index / 64));
 }
 
 static void set_dirty(tw_wheel *w, size_t index, int dirty) {
-  struct tw_level *l = &w->levels[tw__level_of_index(index)];
-  unsigned bit = tw__ring_pos_of_index(index);
-  uint64_t mask = (uint64_t)1 << (bit % 64);
+  uint64_t mask = (uint64_t)1 << (index % 64);
   if (dirty)
-    l->dirty[bit / 64] |= mask;
+    w->dirty[index / 64] |= mask;
   else
-    l->dirty[bit / 64] &= ~mask;
+    w->dirty[index / 64] &= ~mask;
 }
 
 int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after) {
-  const struct tw_level *l = &w->levels[level];
+  const uint64_t *occupied = &w->occupied[level * TW_WORDS];
+  unsigned words = tw__occupied_words_of(w, level);
   unsigned from = (after + 1) % (level == TW_TOP ? TW_SLOTS : TW_LEVEL_SLOTS);
   unsigned word = from / 64;
-  uint64_t bits = l->occupied[word] & (~(uint64_t)0 << (from % 64));
+  uint64_t bits = occupied[word] & (~(uint64_t)0 << (from % 64));
   unsigned later;
   int found;
 
@@ -91,13 +89,13 @@ int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after) {
     return (int)(word * 64 + lowest_bit(bits));
   /* The next non-empty word after this one, else the first (cyclically:
    * the bits before `from` in this word are then the only ones left). */
-  later = l->summary & ~((2u << word) - 1);
+  later = words & ~((2u << word) - 1);
   if (!later)
-    later = l->summary;
+    later = words;
   if (!later)
     return -1;
   word = lowest_bit(later);
-  found = (int)(word * 64 + lowest_bit(l->occupied[word]));
+  found = (int)(word * 64 + lowest_bit(occupied[word]));
   return found == (int)after ? -1 : found;
 }
 
@@ -140,12 +138,9 @@ void tw_wheel_free(tw_wheel *w) {
   release_all(&w->firing);
   w->collecting = TW_SLOT_COUNT;
   w->count = 0;
-  for (unsigned level = 0; level < TW_LEVELS; level++) {
-    struct tw_level *l = &w->levels[level];
-    for (unsigned k = 0; k < TW_WORDS; k++)
-      l->occupied[k] = l->dirty[k] = 0;
-    l->summary = 0;
-  }
+  for (unsigned k = 0; k < TW_BITMAP_WORDS; k++)
+    w->occupied[k] = w->dirty[k] = 0;
+  w->occupied_words = 0;
   if (w->advancing)
     w->free_pending = 1; /* tw_advance frees it when the callback returns */
   else

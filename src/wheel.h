@@ -71,6 +71,7 @@
 #define TW_LEVEL_SLOTS (2 * TW_SLOTS) /* two halves; the top uses one */
 #define TW_SLOT_COUNT (TW_TOP * TW_LEVEL_SLOTS + TW_SLOTS)
 #define TW_WORDS (TW_LEVEL_SLOTS / 64) /* bitmap words per level */
+#define TW_BITMAP_WORDS (TW_SLOT_COUNT / 64)
 #define TW_MAX_DEADLINE (TW_NEVER - 1)
 #define TW_RESCAN_LIMIT 64 /* see `min` above */
 /* The paced drains want an advance once this many moves are owed (pace.c). */
@@ -106,13 +107,6 @@ struct tw_slot { /* 32 bytes: one access touches one cache line */
   uint32_t count; /* timers in it (for the pace) */
 };
 
-/* One level's bitmaps over its slots; bit h*256+s is half h, slot s. */
-struct tw_level {
-  uint64_t occupied[TW_WORDS];
-  uint64_t dirty[TW_WORDS];
-  unsigned summary; /* bit k: occupied[k] != 0 */
-};
-
 /* The pace of one level's source (pace.c). */
 struct tw_pace {
   uint64_t block; /* the level block pos was in when last paced */
@@ -133,7 +127,14 @@ struct tw_wheel {
   int unfinished;       /* the last advance used up its work budget */
   size_t collecting;    /* the level-0 slot at pos a budget stopped walking */
   int collect_in_order; /* ... and the firing list it fills is sorted */
-  struct tw_level levels[TW_LEVELS];
+  /* Bitmaps over the slots, bit `index` for slot `index` (word index / 64,
+   * bit index % 64): it holds timers (occupied); its min is only a bound
+   * (dirty). A level's slots have consecutive indices, so level L has words
+   * L * TW_WORDS to L * TW_WORDS + TW_WORDS - 1 (the top level half of
+   * them). */
+  uint64_t occupied[TW_BITMAP_WORDS];
+  uint64_t dirty[TW_BITMAP_WORDS];
+  uint64_t occupied_words; /* bit k: occupied[k] != 0 */
   struct tw_pace pace[TW_TOP];
   uint64_t pace_next; /* no level's pace owes a move before this time: a
                          slot above level 0 that receives its first timer
@@ -324,11 +325,19 @@ void tw__append_due(tw_wheel *w, tw_timer *t);
  * order); -1 when there is none. */
 int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after);
 
+static inline int tw__is_occupied(const tw_wheel *w, size_t index) {
+  return (int)((w->occupied[index / 64] >> (index % 64)) & 1);
+}
+
 static inline int tw__is_dirty(const tw_wheel *w, size_t index) {
-  unsigned bit = tw__ring_pos_of_index(index);
-  return (int)((w->levels[tw__level_of_index(index)].dirty[bit / 64] >>
-                (bit % 64)) &
-               1);
+  return (int)((w->dirty[index / 64] >> (index % 64)) & 1);
+}
+
+/* Bit k: word k of `level`'s occupied bits has one set. */
+static inline unsigned tw__occupied_words_of(const tw_wheel *w,
+                                             unsigned level) {
+  return (unsigned)(w->occupied_words >> level * TW_WORDS) &
+         ((1u << TW_WORDS) - 1);
 }
 
 /* ---- Firing order (order.c) ---- */
