@@ -181,6 +181,8 @@ static int collect(tw_wheel *w, size_t *work) {
 static int step(tw_wheel *w, size_t *work) {
   struct next_slot next;
 
+  if (w->pos == w->now) /* every occupied slot starts after pos (wheel.h) */
+    return 0;           /* horizon stays a bound: the next step searches */
   if (w->now < w->horizon) { /* nothing starts by now: no search */
     tw__set_pos(w, w->now);
     return 0;
