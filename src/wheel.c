@@ -293,15 +293,16 @@ void tw__append_due(tw_wheel *w, tw_timer *t) {
 }
 
 /*
- * A start. The idle-timeout reset, a timer in a slot re-armed for the same
- * or a later deadline still in the future, is a store: the timer stays where
- * it is (stale if its slot is now too early) and moves when its slot is
- * drained or collected.
+ * A start of `t`, whose state (tw__state) the caller has read. The
+ * idle-timeout reset, a timer in a slot re-armed for the same or a later
+ * deadline still in the future, is a store: the timer stays where it is
+ * (stale if its slot is now too early) and moves when its slot is drained
+ * or collected.
  */
-static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
+static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline,
+                       unsigned state) {
   uint64_t order =
       w->next_seq++ << TW_SEQ_SHIFT | (t->tw__order & TW_FIXED_RATE);
-  unsigned state = tw__state(t);
 
   if (state == TW_SLOT && deadline >= t->tw__deadline && deadline > w->now) {
     size_t index = tw__slot_of(t); /* the store (the inline path's too) */
@@ -325,7 +326,7 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
 }
 
 void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
-  arm(w, t, deadline);
+  arm(w, t, deadline, tw__state(t));
 }
 
 static inline void disarm(tw_wheel *w, tw_timer *t) {
@@ -354,6 +355,20 @@ void tw_timer_init(tw_timer *t) {
   t->tw__order = TW_IDLE;
 }
 
+/*
+ * Stores only what changed: a timer is mostly restarted with the callback
+ * and repeat it had. A start's first access to the timer often misses the
+ * cache, and until that line arrives each store to it holds a place in the
+ * CPU's store queue; fewer stores let more starts overlap their misses
+ * (peer benchmark, start+stop at N = 1e6).
+ */
+static inline void set_callback(tw_timer *t, tw_timer_cb cb, uint64_t repeat) {
+  if (t->tw__cb != cb)
+    t->tw__cb = cb;
+  if (t->tw__repeat != repeat)
+    t->tw__repeat = repeat;
+}
+
 /* Every start but the common one below: checks, re-arms, the past. */
 static TW_NOINLINE int start_any(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                  uint64_t deadline, uint64_t repeat) {
@@ -361,9 +376,8 @@ static TW_NOINLINE int start_any(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
     return -EINVAL;
   if (deadline > TW_MAX_DEADLINE)
     deadline = TW_MAX_DEADLINE;
-  t->tw__cb = cb;
-  t->tw__repeat = repeat;
-  arm(w, t, deadline);
+  set_callback(t, cb, repeat);
+  arm(w, t, deadline, tw__state(t));
   return 0;
 }
 
@@ -378,9 +392,8 @@ int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
   if (w && t && cb && !w->free_pending &&
       (t->tw__order & TW_STATE_MASK) == TW_IDLE && deadline > w->now &&
       deadline <= TW_MAX_DEADLINE) {
-    t->tw__cb = cb;
-    t->tw__repeat = repeat;
-    arm(w, t, deadline); /* inactive, for the future: straight to file_in */
+    set_callback(t, cb, repeat);
+    arm(w, t, deadline, TW_IDLE); /* for the future: straight to file_in */
     return 0;
   }
   return start_any(w, t, cb, deadline, repeat);
@@ -421,7 +434,7 @@ int tw_timer_again(tw_wheel *w, tw_timer *t) {
   if (!usable(w, t) || !t->tw__cb)
     return -EINVAL;
   if (t->tw__repeat)
-    arm(w, t, tw__saturating_add(w->now, t->tw__repeat));
+    arm(w, t, tw__saturating_add(w->now, t->tw__repeat), tw__state(t));
   return 0;
 }
 
