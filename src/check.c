@@ -57,6 +57,9 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   }
   start = tw__slot_start(w->pos, level, ring_pos);
   width = (uint64_t)1 << tw__shift(level);
+  if (start < w->horizon)
+    FAIL("slot %zu starts at %llu, before horizon %llu", index,
+         (unsigned long long)start, (unsigned long long)w->horizon);
   for (node = slot->timers.next; node != &slot->timers; node = node->next) {
     const tw_timer *t = TW_TIMER_OF(node);
     if (node->prev != prev)
@@ -110,12 +113,12 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
 static const char *check_bitmaps(const tw_wheel *w) {
   for (unsigned k = 0; k < TW_BITMAP_WORDS; k++) {
     if ((w->occupied[k] != 0) != ((w->occupied_words >> k) & 1))
-      FAIL("bitmap word %u: summary bit wrong", k);
+      FAIL("bitmap word %u: its bit in occupied_words is wrong", k);
     if (w->dirty[k] & ~w->occupied[k])
       FAIL("bitmap word %u: dirty bits on empty slots", k);
   }
   if (w->occupied_words >> (TW_BITMAP_WORDS - 1) >> 1)
-    FAIL("summary bits beyond the bitmaps' words");
+    FAIL("occupied_words has bits beyond the bitmaps' words");
   return NULL;
 }
 

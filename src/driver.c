@@ -49,7 +49,7 @@ int tw_driver_started(tw_driver *d, uint64_t deadline) {
 
 void tw_driver_stopped(tw_driver *d) {
   if (!d || d->dispatching || d->closed || d->armed == TW_NEVER ||
-      (d->wheel && d->wheel->count > 0))
+      d->wheel->count > 0)
     return;
   set(d, TW_NEVER, 0, 0);
 }

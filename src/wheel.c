@@ -53,27 +53,25 @@ size_t tw__source_of(uint64_t pos, unsigned level) {
 /* ---- Bitmaps ---- */
 
 _Static_assert(TW_SLOT_COUNT % 64 == 0 && TW_BITMAP_WORDS <= 64,
-               "whole bitmap words, one summary bit each");
+               "whole bitmap words, one bit each in occupied_words");
 
 static void set_occupied(tw_wheel *w, size_t index) {
-  w->occupied[index / 64] |= (uint64_t)1 << (index % 64);
+  w->occupied[index / 64] |= tw__slot_bit(index);
   w->occupied_words |= (uint64_t)1 << (index / 64);
 }
 
 /* Slot `index` lost its last timer. Apart from the hot path. */
 static TW_NOINLINE void clear_occupied(tw_wheel *w, size_t index) {
-  uint64_t mask = (uint64_t)1 << (index % 64);
-  w->dirty[index / 64] &= ~mask;
-  if (!(w->occupied[index / 64] &= ~mask))
+  w->dirty[index / 64] &= ~tw__slot_bit(index);
+  if (!(w->occupied[index / 64] &= ~tw__slot_bit(index)))
     w->occupied_words &= ~((uint64_t)1 << (index / 64));
 }
 
 static void set_dirty(tw_wheel *w, size_t index, int dirty) {
-  uint64_t mask = (uint64_t)1 << (index % 64);
   if (dirty)
-    w->dirty[index / 64] |= mask;
+    w->dirty[index / 64] |= tw__slot_bit(index);
   else
-    w->dirty[index / 64] &= ~mask;
+    w->dirty[index / 64] &= ~tw__slot_bit(index);
 }
 
 int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after) {

@@ -325,12 +325,17 @@ void tw__append_due(tw_wheel *w, tw_timer *t);
  * order); -1 when there is none. */
 int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after);
 
+/* Slot `index`'s bit in word index / 64 of a bitmap over the slots. */
+static inline uint64_t tw__slot_bit(size_t index) {
+  return (uint64_t)1 << (index % 64);
+}
+
 static inline int tw__is_occupied(const tw_wheel *w, size_t index) {
-  return (int)((w->occupied[index / 64] >> (index % 64)) & 1);
+  return (w->occupied[index / 64] & tw__slot_bit(index)) != 0;
 }
 
 static inline int tw__is_dirty(const tw_wheel *w, size_t index) {
-  return (int)((w->dirty[index / 64] >> (index % 64)) & 1);
+  return (w->dirty[index / 64] & tw__slot_bit(index)) != 0;
 }
 
 /* Bit k: word k of `level`'s occupied bits has one set. */

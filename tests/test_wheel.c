@@ -291,6 +291,40 @@ Test(wheel, rule4_restart_earlier_fires_at_new_deadline_only) {
   cr_assert_eq(tw_advance(wheel_, 10000, TW_ALL), 0);
 }
 
+static int calls_a, calls_b;
+static void count_a(tw_timer *t) {
+  (void)t;
+  calls_a++;
+}
+static void count_b(tw_timer *t) {
+  (void)t;
+  calls_b++;
+}
+
+/* Rule 4: every start takes the callback and repeat it is given, whichever
+ * path it takes: a stopped timer (the common start), an active one moved
+ * earlier (re-filed), an active one moved later (the inline store). */
+Test(wheel, rule4_every_start_takes_its_callback_and_repeat) {
+  static tw_timer t[3];
+  calls_a = calls_b = 0;
+  for (int i = 0; i < 3; i++) {
+    tw_timer_init(&t[i]);
+    cr_assert_eq(tw_timer_start(wheel_, &t[i], count_a, 1000, 7), 0);
+  }
+  cr_assert_eq(tw_timer_stop(wheel_, &t[0]), 0);
+  cr_assert_eq(tw_timer_start(wheel_, &t[0], count_b, 100, 50), 0);
+  cr_assert_eq(tw_timer_start(wheel_, &t[1], count_b, 100, 50), 0);
+  cr_assert_eq(tw_timer_start(wheel_, &t[2], count_b, 2000, 50), 0);
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(tw_timer_get_repeat(&t[i]), 50, "timer %d", i);
+  cr_assert_eq(tw_advance(wheel_, 100, TW_ALL), 2);
+  cr_assert_eq(tw_advance(wheel_, 150, TW_ALL), 2);
+  cr_assert_eq(tw_advance(wheel_, 2000, TW_ALL), 3);
+  cr_assert_eq(calls_a, 0);
+  cr_assert_eq(calls_b, 7);
+  cr_assert_eq(tw_timer_deadline(&t[2]), 2050);
+}
+
 /* Rule 4: a reset to a later deadline is a store. The other timers in the
  * same slot, and the timer's own links, are left exactly as they were. */
 Test(wheel, rule4_reset_later_touches_no_other_timer) {
