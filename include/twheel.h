@@ -375,15 +375,20 @@ TW_EXTERN int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                  uint64_t deadline, uint64_t repeat);
 TW_EXTERN int tw__driver_started(tw_driver *d, uint64_t deadline);
 
+/* A timer whose tw__order is `order` may be re-armed later with the store:
+ * it waits in a slot and is not the one holding the slot's minimum. */
+static inline int tw__may_store(uint64_t order) {
+  return (order & (TW__STATE_MASK | TW__MAY_HOLD_MIN)) == TW__IN_SLOT;
+}
+
 /* The store, for `t` whose tw__order the caller has read (`order`): 1 if
  * done, 0 if the library must do the start. */
 static inline int tw__store_restart(tw_wheel *w, tw_timer *t, uint64_t order,
                                     tw_timer_cb cb, uint64_t deadline,
                                     uint64_t repeat) {
   struct tw__wheel_head *head = (struct tw__wheel_head *)(void *)w;
-  if ((order & (TW__STATE_MASK | TW__MAY_HOLD_MIN)) != TW__IN_SLOT ||
-      deadline < t->tw__deadline || deadline <= head->now ||
-      deadline >= TW_NEVER)
+  if (!tw__may_store(order) || deadline < t->tw__deadline ||
+      deadline <= head->now || deadline >= TW_NEVER)
     return 0;
   t->tw__cb = cb;
   t->tw__repeat = repeat;

@@ -266,8 +266,8 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
     /* Read once: uv_now() below, a call, leaves the timer as it is. The
      * test is tw__store_restart's own, which the compiler then drops. */
     order = t->tw__order;
-    if ((order & (TW__STATE_MASK | TW__MAY_HOLD_MIN)) == TW__IN_SLOT &&
-        (d = (struct tw_uv__head *)t->data) != NULL && !d->driver.closed) {
+    if (tw__may_store(order) && (d = (struct tw_uv__head *)t->data) != NULL &&
+        !d->driver.closed) {
       uint64_t deadline = tw__uv_deadline_after(d->loop, timeout);
       /* Active already: the liveness count stays; its callback is the
        * adapter's own, kept. An adapter not closed has its wheel. */
