@@ -185,10 +185,10 @@ const char *tw__check(const tw_wheel *w, int full) {
     return err;
   if (timers != w->count)
     FAIL("count %zu, %zu timers waiting", w->count, timers);
-  /* The pace must run by the time a source owes a move (at the next
+  /* The pace must run by the time a source owes a batch (at the next
    * advance, whatever its time, when that is already past). */
   if (w->pace_next > w->pos && w->pace_next > tw__pace_due(w))
-    FAIL("pace_next %llu, but a source owes a move at %llu",
+    FAIL("pace_next %llu, but a source owes a batch at %llu",
          (unsigned long long)w->pace_next, (unsigned long long)tw__pace_due(w));
   for (unsigned level = 0; level < TW_LEVELS; level++)
     if (w->level_end[level] != tw__level_end(w->pos, level))

@@ -8,11 +8,13 @@
  * complete. While pos is in the block before, the drain owes, at each
  * advance, the share of the source's timers that matches the share of the
  * time left before that deadline which has passed since the last payment:
- * count * (pos - since) / (end - since). So a source's timers leave at an
- * even rate over the block (timers that are stopped meanwhile only lower
- * it), whatever the advances' spacing; a loop that sleeps owes more at its
- * next advance, and tw_next_wakeup says when to come back before that
- * exceeds TW_MAINTENANCE_MOVES.
+ * count * (pos - since) / (end - since), paid once it comes to a batch
+ * (TW_PACE_BATCH moves, or all the source holds if fewer), and in full at
+ * the deadline. So a source's timers leave at an even rate over the block
+ * (timers that are stopped meanwhile only lower it), whatever the advances'
+ * spacing, and the pace's own work is paid once a batch, not once a timer;
+ * a loop that sleeps owes more at its next advance, and tw_next_wakeup says
+ * when to come back before that exceeds TW_MAINTENANCE_MOVES.
  */
 #include "wheel.h"
 
@@ -57,26 +59,33 @@ static uint64_t paid_up_to(const tw_wheel *w, unsigned level,
   return pace->block == tw__block(w->pos, level) ? pace->since : block_start;
 }
 
+/* The moves a source of `count` timers is paid in. */
+static uint64_t batch_of(uint64_t count) {
+  return count < TW_PACE_BATCH ? count : TW_PACE_BATCH;
+}
+
 /* Moves owed by a source of `count` timers at `at`, paid up to `since`:
- * whole timers only, so that a small source is not drained a timer per
- * advance from the start of its window. */
+ * none until the share comes to a batch, then all of it; everything at the
+ * deadline. */
 static uint64_t owed(uint64_t count, struct window win, uint64_t since,
                      uint64_t at) {
+  uint64_t want;
   if (at >= win.end)
     return count;
   if (at <= since)
     return 0;
-  return share(count, at - since, win.end - since, 0);
+  want = share(count, at - since, win.end - since, 0);
+  return want >= batch_of(count) ? want : 0;
 }
 
-/* When the source of `count` timers, paid up to `since`, owes one. */
-static uint64_t when_owing_one(uint64_t count, struct window win,
-                               uint64_t since) {
+/* When the source of `count` timers, paid up to `since`, owes a batch. */
+static uint64_t when_owing_a_batch(uint64_t count, struct window win,
+                                   uint64_t since) {
   if (count == 0)
     return TW_NEVER;
   if (since >= win.end)
     return since;
-  return since + share(win.end - since, 1, count, 1);
+  return since + share(win.end - since, batch_of(count), count, 1);
 }
 
 size_t tw__pace(tw_wheel *w, size_t budget) {
@@ -113,7 +122,7 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
       moved += tw__drain(w, source, (size_t)want);
       pace->since = w->pos;
     }
-    since = when_owing_one(w->slots[source].count, win, pace->since);
+    since = when_owing_a_batch(w->slots[source].count, win, pace->since);
     if (since < next)
       next = since;
   }
@@ -187,7 +196,7 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
 
 /*
  * The earliest time a source, the current one of a level or a slot of the
- * level above that becomes one later, owes a move: pace_next must never be
+ * level above that becomes one later, owes a batch: pace_next must never be
  * later (wheel.h). For the invariant checker; walks every slot above level
  * 0.
  */
@@ -204,8 +213,8 @@ uint64_t tw__pace_due(const tw_wheel *w) {
       if (count == 0)
         continue;
       if (index == source) {
-        at = when_owing_one(count, drain_window(block_start, level),
-                            paid_up_to(w, level, block_start));
+        at = when_owing_a_batch(count, drain_window(block_start, level),
+                                paid_up_to(w, level, block_start));
       } else {
         start = tw__slot_start(w->pos, level + 1, ring_pos);
         if (start < block || (at = start - block) <= w->pos)

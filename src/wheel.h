@@ -15,7 +15,7 @@
  * Sources. The level-(L+1) slot that spans level L's next block is level L's
  * *source*: it holds the timers filed there before that block became level
  * L's next one. The filing rule never adds to it (such a deadline now goes
- * to level L), and it is drained into level L, a paced slice per advance, so
+ * to level L), and it is drained into level L, paced in batches, so
  * that it is empty one level-L slot before the block begins (pace.c). That
  * bounded slice is the only way timers move down: no slot ever comes due
  * holding more than its unpaid remainder.
@@ -76,6 +76,9 @@
 #define TW_RESCAN_LIMIT 64 /* see `min` above */
 /* The paced drains want an advance once this many moves are owed (pace.c). */
 #define TW_MAINTENANCE_MOVES 2048
+/* A source is paid in batches of this many moves, or of all it holds if
+ * fewer: the pace's own work is paid once a batch, not once a timer. */
+#define TW_PACE_BATCH 16
 
 /*
  * Where a timer waits, in the low TW__SEQ_SHIFT bits of tw__order (see
@@ -136,7 +139,7 @@ struct tw_wheel {
   uint64_t dirty[TW_BITMAP_WORDS];
   uint64_t occupied_words; /* bit k: occupied[k] != 0 */
   struct tw_pace pace[TW_TOP];
-  uint64_t pace_next; /* no level's pace owes a move before this time: a
+  uint64_t pace_next; /* no level's pace owes a batch before this time: a
                          slot above level 0 that receives its first timer
                          lowers it to when the slot becomes a source (wheel.c,
                          first_in_slot) */
@@ -370,7 +373,7 @@ size_t tw__pace(tw_wheel *w, size_t budget);
  * else `limit`. */
 uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit);
 
-/* The earliest time any source, present or to come, owes a move: the bound
+/* The earliest time any source, present or to come, owes a batch: the bound
  * on pace_next (for check.c). */
 uint64_t tw__pace_due(const tw_wheel *w);
 

@@ -281,3 +281,47 @@ Test(pace, timers_that_arrive_later_are_paced_and_never_spin, .timeout = 60) {
   cr_assert_leq(max_moves, N / 100, "an advance moved %llu timers",
                 (unsigned long long)max_moves);
 }
+
+/*
+ * The pace pays a source in batches (TW_PACE_BATCH in src/wheel.h, 16
+ * moves), spread over its window: 1000 timers due at 1000 wait in the
+ * level-1 slot of [768, 1023], which is drained while pos crosses
+ * [512, 767] and must be empty by 767. One-tick advances: every advance
+ * that moves timers moves a whole batch (the one at the window's end pays
+ * what is left), the first pays as soon as a batch is owed, and all fire at
+ * their deadline.
+ */
+Test(pace, a_source_is_paid_in_batches_over_its_window) {
+  enum { TIMERS = 1000, BATCH = 16, WINDOW_START = 512, WINDOW_END = 767 };
+  uint64_t paying = 0, first_paid = 0, moved_by_end = 0;
+
+  wheel = tw_wheel_new(0);
+  cr_assert_not_null(wheel);
+  for (size_t i = 0; i < TIMERS; i++)
+    start_at(&conns[i], 1000);
+  for (uint64_t now = 1; now <= 1000; now++) {
+    uint64_t moves = tw_moves(wheel);
+    last_deadline = 0;
+    tw_advance(wheel, now, TW_ALL);
+    moves = tw_moves(wheel) - moves;
+    if (moves == 0)
+      continue;
+    cr_assert(now > WINDOW_START && now <= WINDOW_END,
+              "%llu moved at %llu, outside the window",
+              (unsigned long long)moves, (unsigned long long)now);
+    cr_assert(moves >= BATCH || now == WINDOW_END,
+              "an advance at %llu paid %llu moves, less than a batch",
+              (unsigned long long)now, (unsigned long long)moves);
+    if (!paying++)
+      first_paid = now;
+    moved_by_end += moves;
+  }
+  cr_assert_eq(moved_by_end, TIMERS);
+  cr_assert_leq(paying, TIMERS / BATCH + 1, "%llu paying advances",
+                (unsigned long long)paying);
+  /* A batch is owed after 16/1000 of the 255-tick window: tick 517. */
+  cr_assert_leq(first_paid, WINDOW_START + 6, "first paid at %llu",
+                (unsigned long long)first_paid);
+  cr_assert_eq(fired, TIMERS);
+  cr_assert_eq(early + late, 0);
+}
