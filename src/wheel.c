@@ -60,18 +60,10 @@ static void set_occupied(tw_wheel *w, size_t index) {
   w->occupied_words |= (uint64_t)1 << (index / 64);
 }
 
-/* Slot `index` lost its last timer. Apart from the hot path. */
-static TW_NOINLINE void clear_occupied(tw_wheel *w, size_t index) {
+TW_NOINLINE void tw__clear_occupied(tw_wheel *w, size_t index) {
   w->dirty[index / 64] &= ~tw__slot_bit(index);
   if (!(w->occupied[index / 64] &= ~tw__slot_bit(index)))
     w->occupied_words &= ~((uint64_t)1 << (index / 64));
-}
-
-static void set_dirty(tw_wheel *w, size_t index, int dirty) {
-  if (dirty)
-    w->dirty[index / 64] |= tw__slot_bit(index);
-  else
-    w->dirty[index / 64] &= ~tw__slot_bit(index);
 }
 
 int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after) {
@@ -213,35 +205,13 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
   } else if (deadline <= slot->min &&
              (deadline < slot->min || tw__is_dirty(w, index))) {
     slot->min = deadline; /* the bound is met again: exact */
-    set_dirty(w, index, 0);
+    tw__set_dirty(w, index, 0);
     t->tw__order |= TW_MAY_HOLD_MIN;
   }
 }
 
 void tw__file(tw_wheel *w, tw_timer *t) {
   file_in(w, t, t->tw__order & ~(uint64_t)TW_PLACE_MASK, 0);
-}
-
-/* Unlinks a timer from slot `index`, which it is in. Only the timer that
- * set the minimum (TW_MAY_HOLD_MIN) can take it away. */
-static inline void leave_slot(tw_wheel *w, tw_timer *t, size_t index) {
-  struct tw_slot *slot = &w->slots[index];
-  tw__list_unlink(&t->tw__link);
-  if (--slot->count == 0)
-    clear_occupied(w, index);
-  else if ((t->tw__order & TW_MAY_HOLD_MIN) && t->tw__deadline == slot->min)
-    set_dirty(w, index, 1);
-}
-
-static inline void detach(tw_wheel *w, tw_timer *t) {
-  if (tw__state(t) == TW_SLOT)
-    leave_slot(w, t, tw__slot_of(t));
-  else
-    tw__list_unlink(&t->tw__link);
-}
-
-void tw__detach(tw_wheel *w, tw_timer *t) {
-  detach(w, t);
 }
 
 /*
@@ -259,7 +229,7 @@ size_t tw__drain(tw_wheel *w, size_t index, size_t limit) {
   while (moved < limit && !tw__list_empty(head)) {
     int from_tail = moved % 2 == 0;
     tw_timer *t = from_tail ? tw__list_last(head) : tw__list_first(head);
-    leave_slot(w, t, index);
+    tw__leave_slot(w, t, index);
     file_in(w, t, t->tw__order & ~(uint64_t)TW_PLACE_MASK, from_tail);
     moved++;
   }
@@ -274,7 +244,7 @@ void tw__rescan(tw_wheel *w, size_t index) {
   /* Detach the chain at once; its last node still points at the head. */
   tw__list_init(head);
   w->slots[index].count = 0;
-  clear_occupied(w, index);
+  tw__clear_occupied(w, index);
   while (node != head) {
     tw_link *next = node->next;
     tw__file(w, TW_TIMER_OF(node));
@@ -305,7 +275,7 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline,
   if (state == TW_SLOT && deadline >= t->tw__deadline && deadline > w->now) {
     size_t index = tw__slot_of(t); /* the store (the inline path's too) */
     if (deadline != t->tw__deadline && t->tw__deadline == w->slots[index].min)
-      set_dirty(w, index, 1);
+      tw__set_dirty(w, index, 1);
     t->tw__deadline = deadline;
     t->tw__order = order | (t->tw__order & TW_PLACE_MASK);
     return;
@@ -313,7 +283,7 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline,
   if (state == TW_IDLE)
     w->count++;
   else
-    detach(w, t);
+    tw__detach(w, t);
   t->tw__deadline = deadline;
   if (deadline > w->now) {
     file_in(w, t, order, 0);
@@ -325,16 +295,6 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline,
 
 void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline) {
   arm(w, t, deadline, tw__state(t));
-}
-
-static inline void disarm(tw_wheel *w, tw_timer *t) {
-  detach(w, t);
-  tw__set_place(t, TW_IDLE);
-  w->count--;
-}
-
-void tw__disarm(tw_wheel *w, tw_timer *t) {
-  disarm(w, t);
 }
 
 /* ---- The per-timer API ---- */
@@ -415,14 +375,14 @@ static TW_NOINLINE int stop_any(tw_wheel *w, tw_timer *t) {
   if (!usable(w, t))
     return -EINVAL;
   if (tw__state(t) != TW_IDLE)
-    disarm(w, t);
+    tw__disarm(w, t);
   return 0;
 }
 
 int tw_timer_stop(tw_wheel *w, tw_timer *t) {
   if (w && t && (t->tw__order & TW_STATE_MASK) == TW_SLOT &&
       tw__slot_of(t) < TW_SLOT_COUNT) {
-    disarm(w, t);
+    tw__disarm(w, t);
     return 0;
   }
   return stop_any(w, t);

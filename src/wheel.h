@@ -300,15 +300,8 @@ size_t tw__source_of(uint64_t pos, unsigned level);
  * are put back in order when their level-0 slot is collected. */
 void tw__file(tw_wheel *w, tw_timer *t);
 
-/* Unlinks an active timer from wherever it waits, keeping counts, bitmaps
- * and bounds true. The timer's tag is left as it was. */
-void tw__detach(tw_wheel *w, tw_timer *t);
-
 /* Arms `t` (idle or not) for `deadline` as a new start. */
 void tw__arm(tw_wheel *w, tw_timer *t, uint64_t deadline);
-
-/* Unlinks an active timer and makes it idle. */
-void tw__disarm(tw_wheel *w, tw_timer *t);
 
 /* Moves up to `limit` timers out of slot `index` (not a level-0 slot),
  * re-filing each by the rule against pos. Returns how many moved. */
@@ -346,6 +339,47 @@ static inline unsigned tw__occupied_words_of(const tw_wheel *w,
                                              unsigned level) {
   return (unsigned)(w->occupied_words >> level * TW_WORDS) &
          ((1u << TW_WORDS) - 1);
+}
+
+static inline void tw__set_dirty(tw_wheel *w, size_t index, int dirty) {
+  if (dirty)
+    w->dirty[index / 64] |= tw__slot_bit(index);
+  else
+    w->dirty[index / 64] &= ~tw__slot_bit(index);
+}
+
+/* Slot `index` lost its last timer. Apart from the hot paths. */
+void tw__clear_occupied(tw_wheel *w, size_t index);
+
+/* ---- Leaving a slot ----
+ * Inline here, not in wheel.c, so that the advance's loops over timers
+ * (advance.c) pay no call per timer. */
+
+/* Unlinks a timer from slot `index`, which it is in. Only the timer that
+ * set the minimum (TW_MAY_HOLD_MIN) can take it away. */
+static inline void tw__leave_slot(tw_wheel *w, tw_timer *t, size_t index) {
+  struct tw_slot *slot = &w->slots[index];
+  tw__list_unlink(&t->tw__link);
+  if (--slot->count == 0)
+    tw__clear_occupied(w, index);
+  else if ((t->tw__order & TW_MAY_HOLD_MIN) && t->tw__deadline == slot->min)
+    tw__set_dirty(w, index, 1);
+}
+
+/* Unlinks an active timer from wherever it waits, keeping counts, bitmaps
+ * and bounds true. The timer's tag is left as it was. */
+static inline void tw__detach(tw_wheel *w, tw_timer *t) {
+  if (tw__state(t) == TW_SLOT)
+    tw__leave_slot(w, t, tw__slot_of(t));
+  else
+    tw__list_unlink(&t->tw__link);
+}
+
+/* Unlinks an active timer and makes it idle. */
+static inline void tw__disarm(tw_wheel *w, tw_timer *t) {
+  tw__detach(w, t);
+  tw__set_place(t, TW_IDLE);
+  w->count--;
 }
 
 /* ---- Firing order (order.c) ---- */
