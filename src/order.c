@@ -7,12 +7,6 @@
 
 #include <stddef.h>
 
-void tw__sort_due(tw_wheel *w) {
-  if (w->due_unsorted && !tw__list_empty(&w->due))
-    tw__list_sort(&w->due);
-  w->due_unsorted = 0;
-}
-
 void tw__merge_sorted(tw_link *into, tw_link *from) {
   tw_link *after = into->prev; /* the largest first: `after` only goes back */
   while (!tw__list_empty(from)) {

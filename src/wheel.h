@@ -384,15 +384,20 @@ static inline void tw__disarm(tw_wheel *w, tw_timer *t) {
 
 /* ---- Firing order (order.c) ---- */
 
-/* Sorts w->due if a start left it out of order. */
-void tw__sort_due(tw_wheel *w);
-
 /* Moves every timer of the sorted list `from` into the sorted list `into`,
  * walking back from its tail: O(|from| + timers of `into` due after them). */
 void tw__merge_sorted(tw_link *into, tw_link *from);
 
 /* Sorts a non-empty list by tw__fires_before. */
 void tw__list_sort(tw_link *head);
+
+/* Sorts w->due if a start left it out of order. Inline: an advance and
+ * tw_next_expiry each ask, and it mostly has nothing to do. */
+static inline void tw__sort_due(tw_wheel *w) {
+  if (w->due_unsorted && !tw__list_empty(&w->due))
+    tw__list_sort(&w->due);
+  w->due_unsorted = 0;
+}
 
 /* tw_next_wakeup, with tw_next_expiry in *expiry (advance.c). */
 uint64_t tw__next_times(tw_wheel *w, uint64_t *expiry);
