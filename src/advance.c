@@ -211,9 +211,9 @@ static int step(tw_wheel *w, size_t *work) {
  * stopped the last advance) into the slots, earliest first. */
 static void take_due(tw_wheel *w) {
   tw_link later;
+  tw__sort_due(w);
   if (tw__list_empty(&w->due))
     return;
-  tw__sort_due(w);
   tw__list_init(&later);
   while (!tw__list_empty(&w->due) &&
          tw__list_last(&w->due)->tw__deadline > w->pos) {

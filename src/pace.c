@@ -1,6 +1,7 @@
 /*
  * The paced drains: each level's source (wheel.h) is emptied into its level
- * a slice per advance, so that no advance ever moves a whole slot.
+ * a batch at a time, so that no advance moves a whole slot of more than a
+ * batch's timers.
  *
  * Level L's source spans its next block and must be empty by the time pos
  * enters the block's last level-(L-1) block (the last tick, for level 0):
@@ -18,23 +19,25 @@
  */
 #include "wheel.h"
 
-/* n * part / whole for part <= whole, rounded down (or up), approximated
- * (by dropping low bits of part and whole alike) when the product would not
- * fit. */
+/*
+ * n * part / whole for part <= whole, rounded down (or up). n is a count of
+ * timers or a span of time, either of up to 64 bits: with n = q * whole + r,
+ * the share is q * part + r * part / whole, whose one product that could
+ * overflow, r * part, cannot once whole < 2^32. A larger whole (a window of
+ * more than 2^32 ticks) is first shifted down with part, which keeps their
+ * ratio to 31 bits.
+ */
 static uint64_t share(uint64_t n, uint64_t part, uint64_t whole, int up) {
-  while (part > UINT32_MAX || whole > UINT32_MAX || n > UINT32_MAX) {
-    if (n > UINT32_MAX && part <= 1)
-      return part ? n : 0; /* n timers, all owed or none */
-    if (part > UINT32_MAX || whole > UINT32_MAX) {
-      part >>= 1;
-      whole >>= 1;
-    } else {
-      n >>= 1; /* more than 2^32 timers in one slot: coarser is fine */
-    }
-  }
+  uint64_t q, r;
   if (whole == 0)
     return n;
-  return (n * part + (up ? whole - 1 : 0)) / whole;
+  while (whole > UINT32_MAX) {
+    part >>= 1;
+    whole >>= 1;
+  }
+  q = n / whole;
+  r = n % whole;
+  return q * part + (r * part + (up ? whole - 1 : 0)) / whole;
 }
 
 /* The window in which level `level`'s source is drained: from the start of
@@ -78,14 +81,28 @@ static uint64_t owed(uint64_t count, struct window win, uint64_t since,
   return want >= batch_of(count) ? want : 0;
 }
 
-/* When the source of `count` timers, paid up to `since`, owes a batch. */
-static uint64_t when_owing_a_batch(uint64_t count, struct window win,
-                                   uint64_t since) {
-  if (count == 0)
-    return TW_NEVER;
+/* When the source of `count` timers, paid up to `since`, owes `moves` of
+ * them (0 < moves <= count): no later than the deadline. */
+static uint64_t when_owing(uint64_t count, uint64_t moves, struct window win,
+                           uint64_t since) {
   if (since >= win.end)
     return since;
-  return since + share(win.end - since, batch_of(count), count, 1);
+  return since + share(win.end - since, moves, count, 1);
+}
+
+/* When it owes a batch; TW_NEVER for an empty source. */
+static uint64_t when_owing_a_batch(uint64_t count, struct window win,
+                                   uint64_t since) {
+  return count ? when_owing(count, batch_of(count), win, since) : TW_NEVER;
+}
+
+/* When it owes TW_MAINTENANCE_MOVES; TW_NEVER if it never will (then the
+ * advance that crosses its deadline pays at most that many). */
+static uint64_t when_owing_maintenance(uint64_t count, struct window win,
+                                       uint64_t since) {
+  if (count <= TW_MAINTENANCE_MOVES)
+    return TW_NEVER;
+  return when_owing(count, TW_MAINTENANCE_MOVES, win, since);
 }
 
 size_t tw__pace(tw_wheel *w, size_t budget) {
@@ -97,7 +114,7 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
     uint64_t block_start, block;
     struct tw_pace *pace = &w->pace[level];
     struct window win;
-    uint64_t since, want;
+    uint64_t since, want, due;
 
     if (!tw__occupied_words_of(w, level + 1))
       continue; /* the level above is empty: no source now or next */
@@ -115,16 +132,16 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
     want = owed(w->slots[source].count, win, since, w->pos);
     if (want > budget - moved) {
       moved += tw__drain(w, source, budget - moved);
-      next = w->pos; /* the rest is owed at the next advance */
+      next = w->pos; /* the budget ran out: look again next advance */
       continue;
     }
     if (want > 0) {
       moved += tw__drain(w, source, (size_t)want);
       pace->since = w->pos;
     }
-    since = when_owing_a_batch(w->slots[source].count, win, pace->since);
-    if (since < next)
-      next = since;
+    due = when_owing_a_batch(w->slots[source].count, win, pace->since);
+    if (due < next)
+      next = due;
   }
   /* This replaces what the drains above lowered pace_next to as they filed
    * timers, and `next` covers them. A drain of level L's source files at
@@ -136,17 +153,6 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
    * is no earlier than level L's, counted by L's own pass. */
   w->pace_next = next;
   return moved;
-}
-
-/* When the source of `count` timers, paid up to `since`, will owe
- * TW_MAINTENANCE_MOVES; TW_NEVER if it never will (then the advance that
- * crosses its deadline pays at most that many). */
-static uint64_t when_owing(uint64_t count, struct window win, uint64_t since) {
-  if (count <= TW_MAINTENANCE_MOVES)
-    return TW_NEVER;
-  if (since >= win.end)
-    return since;
-  return since + share(win.end - since, TW_MAINTENANCE_MOVES, count, 1);
 }
 
 /*
@@ -168,8 +174,9 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
 
     if (source == TW_SLOT_COUNT)
       continue;
-    at = when_owing(w->slots[source].count, drain_window(block_start, level),
-                    paid_up_to(w, level, block_start));
+    at = when_owing_maintenance(w->slots[source].count,
+                                drain_window(block_start, level),
+                                paid_up_to(w, level, block_start));
     if (at < earliest)
       earliest = at;
     source_pos = tw__ring_pos_of_index(source);
@@ -183,8 +190,9 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
         break; /* wrapped round, or a source only after the answer */
       from = start;
       if (w->slots[next].count > TW_MAINTENANCE_MOVES) {
-        at = when_owing(w->slots[next].count,
-                        drain_window(start - block, level), start - block);
+        at = when_owing_maintenance(w->slots[next].count,
+                                    drain_window(start - block, level),
+                                    start - block);
         if (at < earliest)
           earliest = at;
         break;

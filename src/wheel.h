@@ -17,7 +17,7 @@
  * L's next one. The filing rule never adds to it (such a deadline now goes
  * to level L), and it is drained into level L, paced in batches, so
  * that it is empty one level-L slot before the block begins (pace.c). That
- * bounded slice is the only way timers move down: no slot ever comes due
+ * paced drain is the only way timers move down: no slot ever comes due
  * holding more than its unpaid remainder.
  *
  *   INVARIANT: every slot holding timers starts after pos, and every timer
