@@ -190,9 +190,8 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
         break; /* wrapped round, or a source only after the answer */
       from = start;
       if (w->slots[next].count > TW_MAINTENANCE_MOVES) {
-        at = when_owing_maintenance(w->slots[next].count,
-                                    drain_window(start - block, level),
-                                    start - block);
+        at = when_owing(w->slots[next].count, TW_MAINTENANCE_MOVES,
+                        drain_window(start - block, level), start - block);
         if (at < earliest)
           earliest = at;
         break;
