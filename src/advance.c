@@ -9,6 +9,7 @@
 #include "wheel.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- Finding the next slot ---- */
 
@@ -173,6 +174,119 @@ static int collect(tw_wheel *w, size_t *work) {
 }
 
 /*
+ * A level-1 slot whose whole span is due (the loop slept past it), with
+ * nothing at level 0 in that span, and no more timers than the budget
+ * left: collected in one pass, not drained into level 0 and then
+ * collected tick by tick. Each of its timers still inside the span is due
+ * and goes to the bucket of its tick (all of a bucket's timers share a
+ * deadline); the buckets join the firing list in tick order; stale ones
+ * move on. The slot is walked from both ends in turn, as tw__drain does
+ * (two chains of cache misses in flight): timers from the head join their
+ * bucket's early run, those from the tail the front of its late run, so
+ * that early run then late run keep the slot's order. The buckets are on
+ * the stack (8 KiB), set up when first used.
+ */
+static int whole_slot_is_due(const tw_wheel *w, const struct next_slot *next,
+                             size_t work) {
+  const uint64_t *level0 = &w->occupied[tw__ring_pos(next->start, 0) / 64];
+  if (next->level != 1 || w->now - next->start < TW_SLOTS - 1 ||
+      w->slots[next->index].count > work)
+    return 0;
+  for (unsigned k = 0; k < TW_SLOTS / 64; k++) /* the span's half of level 0 */
+    if (level0[k])
+      return 0;
+  return 1;
+}
+
+/* Moves the list `from` to the tail of the firing list, noting whether the
+ * firing list is still in order. */
+static void join_firing(tw_wheel *w, tw_link *from, int *in_order) {
+  if (tw__list_empty(from))
+    return;
+  if (!tw__list_empty(&w->firing) &&
+      tw__fires_before(tw__list_first(from), tw__list_last(&w->firing)))
+    *in_order = 0;
+  tw__list_splice(&w->firing, from);
+}
+
+/* The buckets of collect_whole_slot: one per tick of the span, each with
+ * its early and late run, set up when first used. */
+struct buckets {
+  tw_link early[TW_SLOTS], late[TW_SLOTS];
+  uint64_t used[TW_SLOTS / 64];
+  uint64_t span_end;
+  int in_order;
+};
+
+/* Puts one timer of the slot into its bucket: at the tail of the early run
+ * (from the slot's head) or at the head of the late run (from its tail). */
+static inline void bucket_one(tw_wheel *w, struct buckets *b, tw_link *node,
+                              int from_tail) {
+  tw_timer *t = TW_TIMER_OF(node);
+  unsigned tick;
+  uint64_t bit;
+  if (t->tw__deadline > b->span_end) { /* stale: moved later with a store */
+    tw__file(w, t);
+    w->moves++;
+    return;
+  }
+  tw__set_place(t, TW_DUE);
+  tick = (unsigned)t->tw__deadline % TW_SLOTS;
+  bit = (uint64_t)1 << (tick % 64);
+  if (!(b->used[tick / 64] & bit)) {
+    b->used[tick / 64] |= bit;
+    tw__list_init(&b->early[tick]);
+    tw__list_init(&b->late[tick]);
+  }
+  if (from_tail) {
+    tw_link *run = &b->late[tick];
+    if (!tw__list_empty(run) && tw__fires_before(tw__list_first(run), t))
+      b->in_order = 0;
+    tw__list_prepend(run, node);
+  } else {
+    tw_link *run = &b->early[tick];
+    if (!tw__list_empty(run) && tw__fires_before(t, tw__list_last(run)))
+      b->in_order = 0;
+    tw__list_append(run, node);
+  }
+}
+
+static void collect_whole_slot(tw_wheel *w, const struct next_slot *next,
+                               size_t *work) {
+  struct tw_slot *slot = &w->slots[next->index];
+  tw_link *front = slot->timers.next, *back = slot->timers.prev;
+  size_t left = slot->count;
+  struct buckets b;
+
+  memset(b.used, 0, sizeof b.used);
+  b.span_end = next->start + (TW_SLOTS - 1);
+  b.in_order = 1;
+  /* Take the whole chain: the slot is empty from here on. */
+  *work -= left;
+  tw__list_init(&slot->timers);
+  slot->count = 0;
+  tw__clear_occupied(w, next->index);
+  tw__set_pos(w, b.span_end); /* every other occupied slot starts after it */
+  for (; left >= 2; left -= 2) { /* read each node's link before moving it */
+    tw_link *from_head = front, *from_tail = back;
+    front = front->next;
+    back = back->prev;
+    bucket_one(w, &b, from_head, 0);
+    bucket_one(w, &b, from_tail, 1);
+  }
+  if (left)
+    bucket_one(w, &b, front, 0);
+  for (unsigned k = 0; k < TW_SLOTS / 64; k++)
+    for (uint64_t bits = b.used[k]; bits; bits &= bits - 1) {
+      unsigned tick = k * 64 + tw__lowest_bit(bits);
+      join_firing(w, &b.early[tick], &b.in_order);
+      join_firing(w, &b.late[tick], &b.in_order);
+    }
+  if (!b.in_order)
+    tw__list_sort(&w->firing);
+}
+
+/*
  * One step of pos toward now, with the firing list empty: the earliest
  * occupied slot starts collecting (level 0) or is drained (above), or, when
  * it starts after now, pos reaches now. Returns 0 then, or when the budget
@@ -199,6 +313,10 @@ static int step(tw_wheel *w, size_t *work) {
     w->collecting = next.index;
     w->collect_in_order = 1;
     return collect(w, work);
+  }
+  if (whole_slot_is_due(w, &next, *work)) {
+    collect_whole_slot(w, &next, work);
+    return 1;
   }
   /* Its timers now belong to the levels below. */
   tw__set_pos(w, next.start - 1);

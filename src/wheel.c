@@ -12,19 +12,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-static unsigned lowest_bit(uint64_t x) { /* x != 0 */
-#if defined(__GNUC__)
-  return (unsigned)__builtin_ctzll(x);
-#else
-  unsigned bit = 0;
-  while (!(x & 1)) {
-    x >>= 1;
-    bit++;
-  }
-  return bit;
-#endif
-}
-
 _Static_assert(offsetof(tw_wheel, now) ==
                        offsetof(struct tw__wheel_head, now) &&
                    offsetof(tw_wheel, next_seq) ==
@@ -76,7 +63,7 @@ int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after) {
   int found;
 
   if (bits)
-    return (int)(word * 64 + lowest_bit(bits));
+    return (int)(word * 64 + tw__lowest_bit(bits));
   /* The next non-empty word after this one, else the first (cyclically:
    * the bits before `from` in this word are then the only ones left). */
   later = words & ~((2u << word) - 1);
@@ -84,8 +71,8 @@ int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after) {
     later = words;
   if (!later)
     return -1;
-  word = lowest_bit(later);
-  found = (int)(word * 64 + lowest_bit(occupied[word]));
+  word = tw__lowest_bit(later);
+  found = (int)(word * 64 + tw__lowest_bit(occupied[word]));
   return found == (int)after ? -1 : found;
 }
 

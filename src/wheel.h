@@ -211,6 +211,19 @@ static inline unsigned tw__highest_bit(uint64_t x) { /* x != 0 */
 #endif
 }
 
+static inline unsigned tw__lowest_bit(uint64_t x) { /* x != 0 */
+#if defined(__GNUC__)
+  return (unsigned)__builtin_ctzll(x);
+#else
+  unsigned bit = 0;
+  while (!(x & 1)) {
+    x >>= 1;
+    bit++;
+  }
+  return bit;
+#endif
+}
+
 static inline unsigned tw__shift(unsigned level) {
   return level * TW_LEVEL_BITS;
 }

@@ -131,6 +131,57 @@ Test(order, rule2_fifo_holds_when_a_budget_splits_a_collection) {
   }
 }
 
+/*
+ * A loop that sleeps past a whole level-1 slot (256 ticks) collects it in
+ * one pass, moving none of its due timers: equal deadlines still fire in
+ * order of their latest start, a timer moved later inside the slot fires at
+ * its new deadline, and one moved past the slot moves on (the one move).
+ */
+Test(order, rule2_a_slot_slept_past_is_collected_whole_in_order) {
+  static struct probe p[6];
+  probes_init(p, 6);
+  start_at(&p[0], 1100); /* all in the level-1 slot [1024, 1280) */
+  start_at(&p[1], 1030);
+  start_at(&p[2], 1100);
+  start_at(&p[3], 1279);
+  start_at(&p[4], 1100);
+  start_at(&p[5], 1050);
+  start_at(&p[0], 1100); /* a later start: after 2 and 4 */
+  start_at(&p[5], 1200); /* later, inside the slot */
+  start_at(&p[1], 3000); /* later, past the slot: stale */
+  cr_assert_eq(tw_moves(wheel_), 0);
+  cr_assert_eq(tw_advance(wheel_, 2000, TW_ALL), 5);
+  EXPECT_FIRED(2, 4, 0, 5, 3);
+  cr_assert_eq(tw_moves(wheel_), 1, "moved %llu timers",
+               (unsigned long long)tw_moves(wheel_));
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_eq(tw_next_expiry(wheel_), 3000);
+  cr_assert_eq(tw_advance(wheel_, 3000, TW_ALL), 1);
+  EXPECT_FIRED(1);
+}
+
+/*
+ * The same sleep when level 0 already holds a timer of that slot's span (Y,
+ * started after the slot's timers had been filed and before the pace moved
+ * them): the slot is drained as usual, so that Y fires after the older
+ * timers of its deadline and before the later ones.
+ */
+Test(order, rule2_a_slot_slept_past_waits_for_level_0_timers_of_its_span) {
+  enum { N = 21, Y = N - 1 };
+  static struct probe p[N];
+  int expected[N];
+  probes_init(p, N);
+  for (int i = 0; i < Y; i++) /* the level-1 slot [1024, 1280) */
+    start_at(&p[i], i < Y / 2 ? 1100 : 1200);
+  cr_assert_eq(tw_advance(wheel_, 770, TW_ALL), 0); /* too early to pace */
+  start_at(&p[Y], 1100); /* level 0 now spans up to 1280 */
+  for (int i = 0; i < N; i++)
+    expected[i] = i < Y / 2 ? i : i == Y / 2 ? Y : i - 1;
+  cr_assert_eq(tw_advance(wheel_, 5000, TW_ALL), N);
+  expect_fired(expected, N);
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+}
+
 Test(order, rule2_start_at_again_and_repeat_rearm_count_as_starts) {
   static struct probe p[3];
   probes_init(p, 3);
