@@ -99,7 +99,8 @@ TW_EXTERN tw_wheel *tw_wheel_new(uint64_t now);
  * Called from inside one of this wheel's callbacks, the timers are released
  * at once and the memory when that tw_advance() returns; until then the
  * wheel refuses every use (starts, stop and again give -EINVAL,
- * tw_next_expiry TW_NEVER, tw_count 0) and a second free does nothing.
+ * tw_next_expiry and tw_now TW_NEVER, tw_count 0) and a second free does
+ * nothing.
  */
 TW_EXTERN void tw_wheel_free(tw_wheel *w);
 
@@ -355,7 +356,8 @@ TW_EXTERN const char *tw_strerror(int err);
  * the caller: the idle-timeout reset (a timer waiting in the wheel re-armed
  * for the same or a later deadline, still in the future) is a few loads and
  * stores there, with no call; every other case calls the library
- * (tw__timer_start_at, which is also what the exported symbols
+ * (tw__timer_start_nonnull once the pointers are tested, else
+ * tw__timer_start_at, which is also what the exported symbols
  * tw_timer_start and tw_timer_start_at do). So is tw_driver_started's
  * common case, a deadline no earlier than the loop timer's: nothing to do.
  *
@@ -363,8 +365,8 @@ TW_EXTERN const char *tw_strerror(int err);
  * tw_timer and of its tw__order bits above, the first two fields of a
  * wheel, struct tw__wheel_head, and struct tw_driver (public already). A
  * program built against this header works with any libtwheel.so.0 from
- * version 0.2 on (the first to export tw__driver_started); a change to any
- * of these is a new soname.
+ * version 0.3 on (the first to export tw__timer_start_nonnull); a change
+ * to any of these is a new soname.
  */
 struct tw__wheel_head {
   uint64_t now;      /* tw_now() */
@@ -373,6 +375,9 @@ struct tw__wheel_head {
 
 TW_EXTERN int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                  uint64_t deadline, uint64_t repeat);
+/* tw__timer_start_at for w, t and cb known not to be NULL. */
+TW_EXTERN int tw__timer_start_nonnull(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                      uint64_t deadline, uint64_t repeat);
 TW_EXTERN int tw__driver_started(tw_driver *d, uint64_t deadline);
 
 /* A timer whose tw__order is `order` may be re-armed later with the store:
@@ -397,14 +402,6 @@ static inline int tw__store_restart(tw_wheel *w, tw_timer *t, uint64_t order,
   return 1;
 }
 
-/* The store: 1 if done, 0 if the library must do the start. */
-static inline int tw__restart_in_place(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
-                                       uint64_t deadline, uint64_t repeat) {
-  if (!w || !t || !cb)
-    return 0;
-  return tw__store_restart(w, t, t->tw__order, cb, deadline, repeat);
-}
-
 /* tw_timer_is_active(t) for a timer (not NULL), with no call in the
  * common case, a timer waiting in a slot. */
 static inline int tw__is_active(const tw_timer *t) {
@@ -415,9 +412,11 @@ static inline int tw__is_active(const tw_timer *t) {
 #ifndef TW__NO_INLINE
 static inline int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                     uint64_t deadline, uint64_t repeat) {
-  if (tw__restart_in_place(w, t, cb, deadline, repeat))
+  if (!w || !t || !cb)
+    return tw__timer_start_at(w, t, cb, deadline, repeat); /* -EINVAL */
+  if (tw__store_restart(w, t, t->tw__order, cb, deadline, repeat))
     return 0;
-  return tw__timer_start_at(w, t, cb, deadline, repeat);
+  return tw__timer_start_nonnull(w, t, cb, deadline, repeat);
 }
 
 static inline int tw_driver_started(tw_driver *d, uint64_t deadline) {

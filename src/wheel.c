@@ -118,10 +118,15 @@ void tw_wheel_free(tw_wheel *w) {
   for (unsigned k = 0; k < TW_BITMAP_WORDS; k++)
     w->occupied[k] = w->dirty[k] = 0;
   w->occupied_words = 0;
-  if (w->advancing)
-    w->free_pending = 1; /* tw_advance frees it when the callback returns */
-  else
+  if (w->advancing) {
+    /* tw_advance frees it when the callback returns. Until then no
+     * deadline is after now, so that every start takes the slow path,
+     * which refuses it: the fast paths need not test free_pending. */
+    w->free_pending = 1;
+    w->now = TW_NEVER;
+  } else {
     free(w);
+  }
 }
 
 size_t tw_wheel_size(void) {
@@ -328,20 +333,27 @@ static TW_NOINLINE int start_any(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
 
 /*
  * The common start, an inactive timer armed for the future, is filed here
- * with no other branch on the way; everything else (and every bad
- * argument) goes to start_any. The header's inline start has already done
- * the re-arm in place when it could.
+ * with no other branch on the way; everything else goes to start_any. The
+ * header's inline start has tested the pointers and done the re-arm in
+ * place when it could. A wheel freed from a callback has now = TW_NEVER
+ * (tw_wheel_free), so no start is for its future.
  */
-int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
-                       uint64_t deadline, uint64_t repeat) {
-  if (w && t && cb && !w->free_pending &&
-      (t->tw__order & TW_STATE_MASK) == TW_IDLE && deadline > w->now &&
+int tw__timer_start_nonnull(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                            uint64_t deadline, uint64_t repeat) {
+  if ((t->tw__order & TW_STATE_MASK) == TW_IDLE && deadline > w->now &&
       deadline <= TW_MAX_DEADLINE) {
     set_callback(t, cb, repeat);
     arm(w, t, deadline, TW_IDLE); /* for the future: straight to file_in */
     return 0;
   }
   return start_any(w, t, cb, deadline, repeat);
+}
+
+int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                       uint64_t deadline, uint64_t repeat) {
+  if (!w || !t || !cb)
+    return -EINVAL;
+  return tw__timer_start_nonnull(w, t, cb, deadline, repeat);
 }
 
 int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,

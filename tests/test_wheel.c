@@ -673,6 +673,12 @@ static void free_wheel_then_use_it(struct probe *p) {
   cr_assert_eq(tw_timer_start(wheel_, &other->timer, probe_cb, 5, 0), -EINVAL);
   cr_assert_eq(tw_timer_start_at(wheel_, &other->timer, probe_cb, 5, 0),
                -EINVAL);
+  /* Deadlines far in the future too: the fast path refuses them. */
+  cr_assert_eq(tw_timer_start(wheel_, &other->timer, probe_cb, 1000000, 0),
+               -EINVAL);
+  cr_assert_eq(tw_timer_start_at(wheel_, &other->timer, probe_cb, 1000000, 0),
+               -EINVAL);
+  cr_assert_eq(tw_now(wheel_), TW_NEVER);
   cr_assert_eq(tw_timer_stop(wheel_, &other->timer), -EINVAL);
   cr_assert_eq(tw_timer_again(wheel_, &p->timer), -EINVAL);
   cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER);
