@@ -20,13 +20,31 @@ struct next_slot {
 };
 
 /*
+ * tw__first_occupied for the searches below, which skip the slots that a
+ * stop left empty with their bit set (wheel.h), and clear those bits: each
+ * such bit is cleared once, paid for by the stop that left it.
+ */
+static int first_live(tw_wheel *w, unsigned level, unsigned after) {
+  for (;;) {
+    int ring_pos = tw__first_occupied(w, level, after);
+    size_t index;
+    if (ring_pos < 0)
+      return -1;
+    index = tw__slot_index(level, (unsigned)ring_pos);
+    if (w->slots[index].count)
+      return ring_pos;
+    tw__clear_occupied(w, index);
+  }
+}
+
+/*
  * The occupied slot with the earliest start; of two with the same start,
  * the higher level's (it must be drained before the lower one is read).
  * Each level's first occupied slot after pos is its earliest; a level's
  * slots all start at or after the end of the lower level's block, so the
  * search stops at the first level whose winner starts before that.
  */
-static int earliest_slot(const tw_wheel *w, struct next_slot *out) {
+static int earliest_slot(tw_wheel *w, struct next_slot *out) {
   int found = 0;
   out->index = TW_SLOT_COUNT;
   out->level = 0;
@@ -34,7 +52,7 @@ static int earliest_slot(const tw_wheel *w, struct next_slot *out) {
   for (unsigned level = 0; level < TW_LEVELS; level++) {
     if (found && out->start < tw__block_start(w->pos, level - 1, 1))
       break;
-    int ring_pos = tw__first_occupied(w, level, tw__ring_pos(w->pos, level));
+    int ring_pos = first_live(w, level, tw__ring_pos(w->pos, level));
     if (ring_pos < 0)
       continue;
     uint64_t start = tw__slot_start(w->pos, level, (unsigned)ring_pos);
@@ -73,7 +91,7 @@ static uint64_t earliest_in_slots(tw_wheel *w) {
     for (unsigned level = 0; level < TW_LEVELS; level++) {
       if (level > 0 && best <= tw__block_start(w->pos, level - 1, 1))
         break;
-      int ring_pos = tw__first_occupied(w, level, tw__ring_pos(w->pos, level));
+      int ring_pos = first_live(w, level, tw__ring_pos(w->pos, level));
       if (ring_pos < 0)
         continue;
       size_t index = tw__slot_index(level, (unsigned)ring_pos);
@@ -266,7 +284,7 @@ static void collect_whole_slot(tw_wheel *w, const struct next_slot *next,
   tw__list_init(&slot->timers);
   slot->count = 0;
   tw__clear_occupied(w, next->index);
-  tw__set_pos(w, b.span_end); /* every other occupied slot starts after it */
+  tw__set_pos(w, b.span_end);    /* every other occupied slot starts after it */
   for (; left >= 2; left -= 2) { /* read each node's link before moving it */
     tw_link *from_head = front, *from_tail = back;
     front = front->next;

@@ -193,7 +193,13 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
    * deadline may move later without making it inexact. */
   t->tw__order = order | TW_SLOT | index;
   if (slot->count++ == 0) {
-    first_in_slot(w, t, index);
+    if (tw__is_occupied(w, index)) { /* a stop left it empty: refilled */
+      slot->min = deadline;
+      tw__set_dirty(w, index, 0);
+      t->tw__order |= TW_MAY_HOLD_MIN;
+    } else {
+      first_in_slot(w, t, index);
+    }
   } else if (deadline <= slot->min &&
              (deadline < slot->min || tw__is_dirty(w, index))) {
     slot->min = deadline; /* the bound is met again: exact */
@@ -378,10 +384,24 @@ static TW_NOINLINE int stop_any(tw_wheel *w, tw_timer *t) {
   return 0;
 }
 
+/*
+ * A timer waiting in a slot leaves it. When that empties the slot, its
+ * occupied bit stays set (wheel.h): a request timeout stopped and the next
+ * one started in the same slot cost no bitmap work, and finding the slot's
+ * bounds already in place, the next timer filed there only sets its
+ * minimum (file_in).
+ */
 int tw_timer_stop(tw_wheel *w, tw_timer *t) {
   if (w && t && (t->tw__order & TW_STATE_MASK) == TW_SLOT &&
       tw__slot_of(t) < TW_SLOT_COUNT) {
-    tw__disarm(w, t);
+    size_t index = tw__slot_of(t);
+    struct tw_slot *slot = &w->slots[index];
+    tw__list_unlink(&t->tw__link);
+    if (--slot->count != 0 && (t->tw__order & TW_MAY_HOLD_MIN) &&
+        t->tw__deadline == slot->min)
+      tw__set_dirty(w, index, 1);
+    tw__set_place(t, TW_IDLE);
+    w->count--;
     return 0;
   }
   return stop_any(w, t);

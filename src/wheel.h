@@ -131,8 +131,12 @@ struct tw_wheel {
   size_t collecting;    /* the level-0 slot at pos a budget stopped walking */
   int collect_in_order; /* ... and the firing list it fills is sorted */
   /* Bitmaps over the slots, bit `index` for slot `index` (word index / 64,
-   * bit index % 64): it holds timers (occupied); its min is only a bound
-   * (dirty). A level's slots have consecutive indices, so level L has words
+   * bit index % 64): it holds timers or a stop left it empty (occupied);
+   * its min is only a bound (dirty). A slot that a stop left empty keeps
+   * its bits until a search meets it (advance.c, first_live) or a timer is
+   * filed there: horizon and pace_next, set while it held timers, stay
+   * true for it, so that such a filing only sets its min (wheel.c,
+   * file_in). A level's slots have consecutive indices, so level L has words
    * L * TW_WORDS to L * TW_WORDS + TW_WORDS - 1 (the top level half of
    * them). */
   uint64_t occupied[TW_BITMAP_WORDS];

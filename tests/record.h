@@ -25,6 +25,9 @@ struct fired {
   uint64_t deadline; /* tw_timer_deadline() inside the callback */
 };
 
+/* The wheel's invariant checker (src/check.c): NULL, or what is wrong. */
+const char *tw__check(const tw_wheel *w, int full);
+
 static struct fired log_[LOG_MAX];
 static size_t log_len;
 static tw_wheel *wheel_;

@@ -79,9 +79,6 @@ Test(order, rule2_fifo_holds_for_a_stale_timer_refiled_behind_newer_ones) {
   EXPECT_FIRED(1, 2);
 }
 
-/* The wheel's own invariant checker (src/check.c). */
-const char *tw__check(const tw_wheel *w, int full);
-
 /*
  * A level-0 slot is collected from both ends in turn, and a work budget may
  * stop that walk anywhere: equal deadlines still fire in order of their

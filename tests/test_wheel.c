@@ -458,6 +458,31 @@ Test(wheel, rule8_next_expiry_follows_a_timer_moved_later) {
   cr_assert_eq(tw_next_expiry(wheel_), 20000);
 }
 
+/*
+ * A stop that empties a slot leaves its occupied bit set (wheel.h): the next
+ * answer must not read the old minimum, and a timer filed there later, at
+ * an earlier deadline than the last one, sets it afresh.
+ */
+Test(wheel, rule8_next_expiry_is_exact_in_a_slot_a_stop_emptied) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  start_at(&p[0], 5000); /* alone in the level-1 slot [4864, 5120) */
+  cr_assert_eq(tw_timer_stop(wheel_, &p[0].timer), 0);
+  cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER);
+  start_at(&p[0], 5000);
+  cr_assert_eq(tw_timer_stop(wheel_, &p[0].timer), 0);
+  start_at(&p[1], 5100); /* the same slot, emptied by the stop */
+  cr_assert_eq(tw_next_expiry(wheel_), 5100);
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_eq(tw_timer_stop(wheel_, &p[1].timer), 0);
+  start_at(&p[2], 4900);
+  cr_assert_eq(tw_next_expiry(wheel_), 4900);
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_eq(tw_advance(wheel_, 6000, TW_ALL), 1);
+  EXPECT_FIRED(2);
+  cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER);
+}
+
 /* Rule 9: stop is idempotent; again's rules; bad arguments change nothing. */
 Test(wheel, rule9_stop_is_idempotent) {
   static struct probe p;
