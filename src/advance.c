@@ -185,6 +185,10 @@ static int collect(tw_wheel *w, size_t *work) {
   tw__list_splice(&w->firing, &back);
   if (!tw__list_empty(head))
     return 0;
+  /* Stops may have emptied it while a budget paused the walk, leaving its
+   * bit set; it is behind pos from now on, where no bit may stay. */
+  if (tw__is_occupied(w, w->collecting))
+    tw__clear_occupied(w, w->collecting);
   w->collecting = TW_SLOT_COUNT;
   if (!w->collect_in_order)
     tw__list_sort(&w->firing);
@@ -204,10 +208,10 @@ static int collect(tw_wheel *w, size_t *work) {
  * that early run then late run keep the slot's order. The buckets are on
  * the stack (8 KiB), set up when first used.
  */
-static int whole_slot_is_due(const tw_wheel *w, const struct next_slot *next,
+static int can_collect_whole(const tw_wheel *w, const struct next_slot *next,
                              size_t work) {
   const uint64_t *level0 = &w->occupied[tw__ring_pos(next->start, 0) / 64];
-  if (next->level != 1 || w->now - next->start < TW_SLOTS - 1 ||
+  if (next->level != 1 || next->start + (TW_SLOTS - 1) > w->now ||
       w->slots[next->index].count > work)
     return 0;
   for (unsigned k = 0; k < TW_SLOTS / 64; k++) /* the span's half of level 0 */
@@ -269,8 +273,9 @@ static inline void bucket_one(tw_wheel *w, struct buckets *b, tw_link *node,
   }
 }
 
-static void collect_whole_slot(tw_wheel *w, const struct next_slot *next,
-                               size_t *work) {
+/* Not inline: its 8 KiB of buckets must not sit under every callback. */
+static TW_NOINLINE void
+collect_whole_slot(tw_wheel *w, const struct next_slot *next, size_t *work) {
   struct tw_slot *slot = &w->slots[next->index];
   tw_link *front = slot->timers.next, *back = slot->timers.prev;
   size_t left = slot->count;
@@ -284,7 +289,7 @@ static void collect_whole_slot(tw_wheel *w, const struct next_slot *next,
   tw__list_init(&slot->timers);
   slot->count = 0;
   tw__clear_occupied(w, next->index);
-  tw__set_pos(w, b.span_end);    /* every other occupied slot starts after it */
+  tw__set_pos(w, b.span_end);    /* every other slot with timers starts later */
   for (; left >= 2; left -= 2) { /* read each node's link before moving it */
     tw_link *from_head = front, *from_tail = back;
     front = front->next;
@@ -332,7 +337,7 @@ static int step(tw_wheel *w, size_t *work) {
     w->collect_in_order = 1;
     return collect(w, work);
   }
-  if (whole_slot_is_due(w, &next, *work)) {
+  if (can_collect_whole(w, &next, *work)) {
     collect_whole_slot(w, &next, work);
     return 1;
   }

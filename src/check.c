@@ -38,6 +38,23 @@ static int is_source(uint64_t pos, size_t index) {
   return level > 0 && tw__source_of(pos, level - 1) == index;
 }
 
+/* A slot a stop emptied, its occupied bit still set: the bounds hold for
+ * it as if it held a timer (wheel.h), since a timer filed there next will
+ * not move them. */
+static const char *check_emptied_slot(const tw_wheel *w, size_t index) {
+  unsigned level = tw__level_of_index(index);
+  uint64_t start = tw__slot_start(w->pos, level, tw__ring_pos_of_index(index));
+  uint64_t width = (uint64_t)1 << tw__shift(level);
+  if (start <= w->pos || start < w->horizon)
+    FAIL("emptied slot %zu starts at %llu: pos %llu, horizon %llu", index,
+         (unsigned long long)start, (unsigned long long)w->pos,
+         (unsigned long long)w->horizon);
+  if (level > 0 && start - width > w->pos && w->pace_next > start - width)
+    FAIL("emptied slot %zu becomes a source at %llu, pace_next %llu", index,
+         (unsigned long long)(start - width), (unsigned long long)w->pace_next);
+  return NULL;
+}
+
 static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   const struct tw_slot *slot = &w->slots[index];
   unsigned level = tw__level_of_index(index);
@@ -49,9 +66,10 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   int holder = 0; /* a timer marked TW_MAY_HOLD_MIN has the minimum */
 
   if (tw__list_empty(&slot->timers)) { /* most slots: cheap */
-    /* Its bits may be set: a stop left it empty (wheel.h). */
     if (slot->timers.prev != &slot->timers || w->slots[index].count)
       FAIL("slot %zu: empty list, count %u", index, w->slots[index].count);
+    if (bit && index != w->collecting)
+      return check_emptied_slot(w, index);
     return NULL;
   }
   start = tw__slot_start(w->pos, level, ring_pos);

@@ -148,10 +148,11 @@ uint64_t tw_moves(const tw_wheel *w) {
 /* ---- Moving timers ---- */
 
 /*
- * Slot `index` just received its first timer, `t`, which sets its minimum.
- * Apart from the hot path. Only here can the bounds on the whole wheel
- * move: a slot's start is fixed while it holds timers, so a timer filed in
- * an occupied slot changes neither `horizon` nor `pace_next`.
+ * Slot `index`, its occupied bit clear, just received its first timer, `t`,
+ * which sets its minimum. Apart from the hot path. Only here can the bounds
+ * on the whole wheel move: they hold already for a slot whose bit is set
+ * (wheel.h), even one a stop emptied, and a timer filed there changes
+ * neither `horizon` nor `pace_next`.
  */
 static TW_NOINLINE void first_in_slot(tw_wheel *w, tw_timer *t, size_t index) {
   unsigned level = tw__level_of_index(index);
@@ -394,12 +395,7 @@ static TW_NOINLINE int stop_any(tw_wheel *w, tw_timer *t) {
 int tw_timer_stop(tw_wheel *w, tw_timer *t) {
   if (w && t && (t->tw__order & TW_STATE_MASK) == TW_SLOT &&
       tw__slot_of(t) < TW_SLOT_COUNT) {
-    size_t index = tw__slot_of(t);
-    struct tw_slot *slot = &w->slots[index];
-    tw__list_unlink(&t->tw__link);
-    if (--slot->count != 0 && (t->tw__order & TW_MAY_HOLD_MIN) &&
-        t->tw__deadline == slot->min)
-      tw__set_dirty(w, index, 1);
+    tw__leave_slot_keeping(w, t, tw__slot_of(t), 1);
     tw__set_place(t, TW_IDLE);
     w->count--;
     return 0;

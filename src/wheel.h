@@ -25,6 +25,10 @@
  *   deadline still lies inside its slot is in the slot the filing rule names
  *   for it, or in a source. A timer moved later with a store (stale) lies
  *   after its slot, and is re-filed when that slot is drained or collected.
+ *   A slot's occupied bit is set while it holds timers, and may stay set
+ *   after a stop empties it: every such slot but the collecting one starts
+ *   after pos and no earlier than horizon, and above level 0 pace_next is
+ *   no later than the time it becomes a source, as if it held a timer.
  *
  * So the earliest deadline is the smallest first-slot minimum over the
  * levels (each level's slots hold disjoint, increasing ranges), and a level-0
@@ -333,9 +337,10 @@ void tw__append_due(tw_wheel *w, tw_timer *t);
 
 /* ---- Bitmaps (wheel.c) ---- */
 
-/* First occupied ring position of `level` after `after`, cyclically, not
- * `after` itself (pass pos's own position: the ones after it are in time
- * order); -1 when there is none. */
+/* First ring position of `level` after `after` whose occupied bit is set
+ * (it may be a slot a stop emptied), cyclically, not `after` itself (pass
+ * pos's own position: the ones after it are in time order); -1 when there
+ * is none. */
 int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after);
 
 /* Slot `index`'s bit in word index / 64 of a bitmap over the slots. */
@@ -365,7 +370,8 @@ static inline void tw__set_dirty(tw_wheel *w, size_t index, int dirty) {
     w->dirty[index / 64] &= ~tw__slot_bit(index);
 }
 
-/* Slot `index` lost its last timer. Apart from the hot paths. */
+/* Clears slot `index`'s bits: it lost its last timer, or a search met it
+ * empty. Apart from the hot paths. */
 void tw__clear_occupied(tw_wheel *w, size_t index);
 
 /* ---- Leaving a slot ----
@@ -373,14 +379,22 @@ void tw__clear_occupied(tw_wheel *w, size_t index);
  * (advance.c) pay no call per timer. */
 
 /* Unlinks a timer from slot `index`, which it is in. Only the timer that
- * set the minimum (TW_MAY_HOLD_MIN) can take it away. */
-static inline void tw__leave_slot(tw_wheel *w, tw_timer *t, size_t index) {
+ * set the minimum (TW_MAY_HOLD_MIN) can take it away. A slot it leaves
+ * empty loses its bits, unless `keep_bits` (a stop: see `occupied`). */
+static inline void tw__leave_slot_keeping(tw_wheel *w, tw_timer *t,
+                                          size_t index, int keep_bits) {
   struct tw_slot *slot = &w->slots[index];
   tw__list_unlink(&t->tw__link);
-  if (--slot->count == 0)
-    tw__clear_occupied(w, index);
-  else if ((t->tw__order & TW_MAY_HOLD_MIN) && t->tw__deadline == slot->min)
+  if (--slot->count == 0) {
+    if (!keep_bits)
+      tw__clear_occupied(w, index);
+  } else if ((t->tw__order & TW_MAY_HOLD_MIN) && t->tw__deadline == slot->min) {
     tw__set_dirty(w, index, 1);
+  }
+}
+
+static inline void tw__leave_slot(tw_wheel *w, tw_timer *t, size_t index) {
+  tw__leave_slot_keeping(w, t, index, 0);
 }
 
 /* Unlinks an active timer from wherever it waits, keeping counts, bitmaps

@@ -483,6 +483,30 @@ Test(wheel, rule8_next_expiry_is_exact_in_a_slot_a_stop_emptied) {
   cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER);
 }
 
+/*
+ * The same when the slot is the one a budget stopped collecting (at pos):
+ * its bit must not outlive the collection, or a timer filed there 512
+ * ticks later would be missed by the advances (never lost, rule 1).
+ */
+Test(wheel, rule1_a_slot_emptied_while_collected_is_refiled_later) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  start_at(&p[0], 10);
+  start_at(&p[1], 10);
+  cr_assert_eq(tw_advance_slice(wheel_, 10, 1), 0); /* collected p[0] only */
+  cr_assert_eq(tw_timer_stop(wheel_, &p[1].timer), 0);
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_eq(tw_advance(wheel_, 20, TW_ALL), 1);
+  EXPECT_FIRED(0);
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_eq(tw_advance(wheel_, 300, TW_ALL), 0);
+  start_at(&p[2], 522); /* level 0, the same slot as tick 10 */
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_eq(tw_next_expiry(wheel_), 522);
+  cr_assert_eq(tw_advance(wheel_, 600, TW_ALL), 1);
+  EXPECT_FIRED(2);
+}
+
 /* Rule 9: stop is idempotent; again's rules; bad arguments change nothing. */
 Test(wheel, rule9_stop_is_idempotent) {
   static struct probe p;
