@@ -325,8 +325,8 @@ TW__INLINE_API int tw_driver_started(tw_driver *d, uint64_t deadline);
 
 /* After the loop stopped a timer: stops the loop timer when the wheel is
  * empty (so an empty wheel never keeps a loop alive); lazy otherwise.
- * NULL: nothing. Inline: a wheel with timers left costs no call. */
-TW__INLINE_API void tw_driver_stopped(tw_driver *d);
+ * NULL: nothing. */
+TW_EXTERN void tw_driver_stopped(tw_driver *d);
 
 /* Arms the loop timer for min(at, armed) even when it is armed already:
  * for loops where re-arming cancels a wakeup already under way (libevent's
@@ -358,21 +358,19 @@ TW_EXTERN const char *tw_strerror(int err);
  * stores there, with no call; every other case calls the library
  * (tw__timer_start_nonnull once the pointers are tested, else
  * tw__timer_start_at, which is also what the exported symbols
- * tw_timer_start and tw_timer_start_at do). So are the common cases of
- * tw_driver_started, a deadline no earlier than the loop timer's, and of
- * tw_driver_stopped, a wheel with timers left: nothing to do.
+ * tw_timer_start and tw_timer_start_at do). So is tw_driver_started's
+ * common case, a deadline no earlier than the loop timer's: nothing to do.
  *
  * ABI: this freezes, for the library's soname 0, the layout of struct
- * tw_timer and of its tw__order bits above, the first three fields of a
+ * tw_timer and of its tw__order bits above, the first two fields of a
  * wheel, struct tw__wheel_head, and struct tw_driver (public already). A
  * program built against this header works with any libtwheel.so.0 from
- * version 0.3 on (the first to export tw__timer_start_nonnull and
- * tw__driver_stopped); a change to any of these is a new soname.
+ * version 0.3 on (the first to export tw__timer_start_nonnull); a change
+ * to any of these is a new soname.
  */
 struct tw__wheel_head {
   uint64_t now;      /* tw_now() */
   uint64_t next_seq; /* the next start's sequence */
-  size_t count;      /* tw_count() */
 };
 
 TW_EXTERN int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
@@ -381,7 +379,6 @@ TW_EXTERN int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
 TW_EXTERN int tw__timer_start_nonnull(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                       uint64_t deadline, uint64_t repeat);
 TW_EXTERN int tw__driver_started(tw_driver *d, uint64_t deadline);
-TW_EXTERN void tw__driver_stopped(tw_driver *d);
 
 /* A timer whose tw__order is `order` may be re-armed later with the store:
  * it waits in a slot and is not the one holding the slot's minimum. */
@@ -426,14 +423,6 @@ static inline int tw_driver_started(tw_driver *d, uint64_t deadline) {
   if (d && deadline >= d->armed)
     return 0; /* armed early enough already */
   return tw__driver_started(d, deadline);
-}
-
-static inline void tw_driver_stopped(tw_driver *d) {
-  /* A closed driver's wheel may be gone: the library says so. */
-  if (d && !d->closed &&
-      ((const struct tw__wheel_head *)(const void *)d->wheel)->count > 0)
-    return; /* timers left: the loop timer may stay armed */
-  tw__driver_stopped(d);
 }
 
 static inline int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,

@@ -8,7 +8,7 @@
  * it early (a wakeup then fires nothing and re-arms); tw_driver_expired sets
  * it to the wheel's next wakeup when its slice returns.
  */
-#define TW__NO_INLINE /* this file defines tw_driver_started and _stopped */
+#define TW__NO_INLINE /* this file defines tw_driver_started itself */
 #include "wheel.h"
 
 #include <errno.h>
@@ -47,15 +47,11 @@ int tw_driver_started(tw_driver *d, uint64_t deadline) {
   return tw__driver_started(d, deadline);
 }
 
-void tw__driver_stopped(tw_driver *d) {
+void tw_driver_stopped(tw_driver *d) {
   if (!d || d->dispatching || d->closed || d->armed == TW_NEVER ||
       d->wheel->count > 0)
     return;
   set(d, TW_NEVER, 0, 0);
-}
-
-void tw_driver_stopped(tw_driver *d) {
-  tw__driver_stopped(d);
 }
 
 int tw_driver_rearm(tw_driver *d, uint64_t at) {

@@ -15,9 +15,7 @@
 _Static_assert(offsetof(tw_wheel, now) ==
                        offsetof(struct tw__wheel_head, now) &&
                    offsetof(tw_wheel, next_seq) ==
-                       offsetof(struct tw__wheel_head, next_seq) &&
-                   offsetof(tw_wheel, count) ==
-                       offsetof(struct tw__wheel_head, count),
+                       offsetof(struct tw__wheel_head, next_seq),
                "a wheel starts with struct tw__wheel_head (twheel.h)");
 
 /* ---- The filing rule ---- */

@@ -121,12 +121,11 @@ struct tw_pace {
 };
 
 struct tw_wheel {
-  /* First, as struct tw__wheel_head (twheel.h's inline functions read
-   * them): */
+  /* First, as struct tw__wheel_head (twheel.h's inline starts read them): */
   uint64_t now;         /* what tw_now() says: the latest advance's time */
   uint64_t next_seq;    /* start sequence: orders equal deadlines */
-  size_t count;         /* active timers */
   uint64_t pos;         /* the slots' reference time, <= now */
+  size_t count;         /* active timers */
   uint64_t moves;       /* timers moved between slots (tw_moves) */
   int advancing;        /* inside tw_advance: callbacks may be running */
   int free_pending;     /* tw_wheel_free was called from a callback */
