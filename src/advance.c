@@ -142,6 +142,43 @@ uint64_t tw_next_wakeup(tw_wheel *w) {
 
 /* ---- tw_advance ---- */
 
+/* Moves the list `from` to the tail of the firing list, noting whether the
+ * firing list is still in order. */
+static void join_firing(tw_wheel *w, tw_link *from, int *in_order) {
+  if (tw__list_empty(from))
+    return;
+  if (!tw__list_empty(&w->firing) &&
+      tw__fires_before(tw__list_first(from), tw__list_last(&w->firing)))
+    *in_order = 0;
+  tw__list_splice(&w->firing, from);
+}
+
+/*
+ * One timer a collection took out of its slot: stale (moved later than
+ * `last_due` with a store), it moves on; else it is due and joins `run`,
+ * at its head if it came from the slot's tail (walked backwards, the run
+ * keeps the slot's order) and at its tail if from the head, clearing
+ * *in_order if that puts the run out of firing order.
+ */
+static inline void collect_one(tw_wheel *w, tw_timer *t, uint64_t last_due,
+                               tw_link *run, int from_tail, int *in_order) {
+  if (t->tw__deadline > last_due) {
+    tw__file(w, t);
+    w->moves++;
+    return;
+  }
+  tw__set_place(t, TW_DUE);
+  if (from_tail) {
+    if (!tw__list_empty(run) && tw__fires_before(tw__list_first(run), t))
+      *in_order = 0;
+    tw__list_prepend(run, &t->tw__link);
+  } else {
+    if (!tw__list_empty(run) && tw__fires_before(t, tw__list_last(run)))
+      *in_order = 0;
+    tw__list_append(run, &t->tw__link);
+  }
+}
+
 /*
  * Walks the level-0 slot at pos (w->collecting) from both ends in turn, as
  * tw__drain does, so that two chains of cache misses are in flight: a due
@@ -162,27 +199,10 @@ static int collect(tw_wheel *w, size_t *work) {
     tw_timer *t = from_tail ? tw__list_last(head) : tw__list_first(head);
     (*work)--;
     tw__detach(w, t);
-    if (t->tw__deadline > w->pos) { /* stale: moved later with a store */
-      tw__file(w, t);
-      w->moves++;
-      continue;
-    }
-    tw__set_place(t, TW_DUE);
-    if (from_tail) {
-      if (!tw__list_empty(&back) && tw__fires_before(tw__list_first(&back), t))
-        w->collect_in_order = 0;
-      tw__list_prepend(&back, &t->tw__link);
-    } else {
-      if (!tw__list_empty(&w->firing) &&
-          tw__fires_before(t, tw__list_last(&w->firing)))
-        w->collect_in_order = 0;
-      tw__list_append(&w->firing, &t->tw__link);
-    }
+    collect_one(w, t, w->pos, from_tail ? &back : &w->firing, from_tail,
+                &w->collect_in_order);
   }
-  if (!tw__list_empty(&back) && !tw__list_empty(&w->firing) &&
-      tw__fires_before(tw__list_first(&back), tw__list_last(&w->firing)))
-    w->collect_in_order = 0;
-  tw__list_splice(&w->firing, &back);
+  join_firing(w, &back, &w->collect_in_order);
   if (!tw__list_empty(head))
     return 0;
   /* Stops may have emptied it while a budget paused the walk, leaving its
@@ -193,6 +213,45 @@ static int collect(tw_wheel *w, size_t *work) {
   if (!w->collect_in_order)
     tw__list_sort(&w->firing);
   return 1;
+}
+
+/* Whether collect_whole_slot may take slot `next`. */
+static int can_collect_whole(const tw_wheel *w, const struct next_slot *next,
+                             size_t work) {
+  const uint64_t *level0 = &w->occupied[tw__ring_pos(next->start, 0) / 64];
+  if (next->level != 1 || next->start + (TW_SLOTS - 1) > w->now ||
+      w->slots[next->index].count > work)
+    return 0;
+  for (unsigned k = 0; k < TW_SLOTS / 64; k++) /* the span's half of level 0 */
+    if (level0[k])
+      return 0;
+  return 1;
+}
+
+/* The buckets of collect_whole_slot: one per tick of the span, each with
+ * its early and late run, set up when first used. */
+struct buckets {
+  tw_link early[TW_SLOTS], late[TW_SLOTS];
+  uint64_t used[TW_SLOTS / 64];
+  uint64_t span_end;
+  int in_order;
+};
+
+/* Puts one timer of the slot into the early run of its tick's bucket (from
+ * the slot's head) or the late run (from its tail); a stale one moves on
+ * and may leave its bucket empty. */
+static inline void bucket_one(tw_wheel *w, struct buckets *b, tw_link *node,
+                              int from_tail) {
+  tw_timer *t = TW_TIMER_OF(node);
+  unsigned tick = (unsigned)t->tw__deadline % TW_SLOTS;
+  uint64_t bit = (uint64_t)1 << (tick % 64);
+  if (!(b->used[tick / 64] & bit)) {
+    b->used[tick / 64] |= bit;
+    tw__list_init(&b->early[tick]);
+    tw__list_init(&b->late[tick]);
+  }
+  collect_one(w, t, b->span_end, from_tail ? &b->late[tick] : &b->early[tick],
+              from_tail, &b->in_order);
 }
 
 /*
@@ -206,74 +265,9 @@ static int collect(tw_wheel *w, size_t *work) {
  * (two chains of cache misses in flight): timers from the head join their
  * bucket's early run, those from the tail the front of its late run, so
  * that early run then late run keep the slot's order. The buckets are on
- * the stack (8 KiB), set up when first used.
+ * the stack (8 KiB), set up when first used: not inline, so that they do
+ * not sit under every callback.
  */
-static int can_collect_whole(const tw_wheel *w, const struct next_slot *next,
-                             size_t work) {
-  const uint64_t *level0 = &w->occupied[tw__ring_pos(next->start, 0) / 64];
-  if (next->level != 1 || next->start + (TW_SLOTS - 1) > w->now ||
-      w->slots[next->index].count > work)
-    return 0;
-  for (unsigned k = 0; k < TW_SLOTS / 64; k++) /* the span's half of level 0 */
-    if (level0[k])
-      return 0;
-  return 1;
-}
-
-/* Moves the list `from` to the tail of the firing list, noting whether the
- * firing list is still in order. */
-static void join_firing(tw_wheel *w, tw_link *from, int *in_order) {
-  if (tw__list_empty(from))
-    return;
-  if (!tw__list_empty(&w->firing) &&
-      tw__fires_before(tw__list_first(from), tw__list_last(&w->firing)))
-    *in_order = 0;
-  tw__list_splice(&w->firing, from);
-}
-
-/* The buckets of collect_whole_slot: one per tick of the span, each with
- * its early and late run, set up when first used. */
-struct buckets {
-  tw_link early[TW_SLOTS], late[TW_SLOTS];
-  uint64_t used[TW_SLOTS / 64];
-  uint64_t span_end;
-  int in_order;
-};
-
-/* Puts one timer of the slot into its bucket: at the tail of the early run
- * (from the slot's head) or at the head of the late run (from its tail). */
-static inline void bucket_one(tw_wheel *w, struct buckets *b, tw_link *node,
-                              int from_tail) {
-  tw_timer *t = TW_TIMER_OF(node);
-  unsigned tick;
-  uint64_t bit;
-  if (t->tw__deadline > b->span_end) { /* stale: moved later with a store */
-    tw__file(w, t);
-    w->moves++;
-    return;
-  }
-  tw__set_place(t, TW_DUE);
-  tick = (unsigned)t->tw__deadline % TW_SLOTS;
-  bit = (uint64_t)1 << (tick % 64);
-  if (!(b->used[tick / 64] & bit)) {
-    b->used[tick / 64] |= bit;
-    tw__list_init(&b->early[tick]);
-    tw__list_init(&b->late[tick]);
-  }
-  if (from_tail) {
-    tw_link *run = &b->late[tick];
-    if (!tw__list_empty(run) && tw__fires_before(tw__list_first(run), t))
-      b->in_order = 0;
-    tw__list_prepend(run, node);
-  } else {
-    tw_link *run = &b->early[tick];
-    if (!tw__list_empty(run) && tw__fires_before(t, tw__list_last(run)))
-      b->in_order = 0;
-    tw__list_append(run, node);
-  }
-}
-
-/* Not inline: its 8 KiB of buckets must not sit under every callback. */
 static TW_NOINLINE void
 collect_whole_slot(tw_wheel *w, const struct next_slot *next, size_t *work) {
   struct tw_slot *slot = &w->slots[next->index];

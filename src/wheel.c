@@ -148,20 +148,19 @@ uint64_t tw_moves(const tw_wheel *w) {
 /* ---- Moving timers ---- */
 
 /*
- * Slot `index`, its occupied bit clear, just received its first timer, `t`,
- * which sets its minimum. Apart from the hot path. Only here can the bounds
- * on the whole wheel move: they hold already for a slot whose bit is set
- * (wheel.h), even one a stop emptied, and a timer filed there changes
- * neither `horizon` nor `pace_next`.
+ * Slot `index`, its occupied bit clear, just received a timer with
+ * `deadline`. Apart from the hot path. Only here can the bounds on the
+ * whole wheel move: they hold already for a slot whose bit is set (wheel.h),
+ * even one a stop emptied, so a timer filed there changes neither `horizon`
+ * nor `pace_next`.
  */
-static TW_NOINLINE void first_in_slot(tw_wheel *w, tw_timer *t, size_t index) {
+static TW_NOINLINE void now_occupied(tw_wheel *w, size_t index,
+                                     uint64_t deadline) {
   unsigned level = tw__level_of_index(index);
   unsigned shift = tw__shift(level);
-  uint64_t start = t->tw__deadline >> shift << shift;
+  uint64_t start = deadline >> shift << shift;
 
   set_occupied(w, index);
-  w->slots[index].min = t->tw__deadline;
-  t->tw__order |= TW_MAY_HOLD_MIN;
   if (start < w->horizon)
     w->horizon = start;
   /* A slot above level 0 is the source of the level below while pos is in
@@ -193,14 +192,13 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
   /* The one timer that holds the minimum is marked; others with the same
    * deadline may move later without making it inexact. */
   t->tw__order = order | TW_SLOT | index;
-  if (slot->count++ == 0) {
-    if (tw__is_occupied(w, index)) { /* a stop left it empty: refilled */
-      slot->min = deadline;
+  if (slot->count++ == 0) { /* the first timer sets the minimum */
+    slot->min = deadline;
+    t->tw__order |= TW_MAY_HOLD_MIN;
+    if (tw__is_occupied(w, index)) /* a stop left it empty */
       tw__set_dirty(w, index, 0);
-      t->tw__order |= TW_MAY_HOLD_MIN;
-    } else {
-      first_in_slot(w, t, index);
-    }
+    else
+      now_occupied(w, index, deadline);
   } else if (deadline <= slot->min &&
              (deadline < slot->min || tw__is_dirty(w, index))) {
     slot->min = deadline; /* the bound is met again: exact */

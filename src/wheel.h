@@ -148,9 +148,9 @@ struct tw_wheel {
   uint64_t occupied_words; /* bit k: occupied[k] != 0 */
   struct tw_pace pace[TW_TOP];
   uint64_t pace_next; /* no level's pace owes a batch before this time: a
-                         slot above level 0 that receives its first timer
+                         slot above level 0 whose occupied bit is set
                          lowers it to when the slot becomes a source (wheel.c,
-                         first_in_slot) */
+                         now_occupied) */
   uint64_t horizon;   /* no occupied slot starts before this time */
   /* level_end[L]: where level L's two blocks end at pos (tw__level_end),
    * kept by tw__set_pos: a filing compares with one of them. */
