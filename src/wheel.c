@@ -170,6 +170,22 @@ static TW_NOINLINE void now_occupied(tw_wheel *w, size_t index,
 }
 
 /*
+ * `t` waits in slot `index`, whose minimum is set, with `deadline`. No later
+ * than the minimum, it becomes the minimum, exact (below every other
+ * deadline there, or meeting the bound of a dirty slot), and `t` holds it.
+ */
+static inline void lower_min(tw_wheel *w, tw_timer *t, size_t index,
+                             uint64_t deadline) {
+  struct tw_slot *slot = &w->slots[index];
+  if (deadline <= slot->min &&
+      (deadline < slot->min || tw__is_dirty(w, index))) {
+    slot->min = deadline;
+    tw__set_dirty(w, index, 0);
+    t->tw__order |= TW_MAY_HOLD_MIN;
+  }
+}
+
+/*
  * Files a detached timer with deadline > pos in the slot the rule names and
  * sets its order to `order` (its sequence and option bits) with its place.
  * The level is the lowest L with block_L(d) - block_L(pos) <= 1 (wheel.h,
@@ -199,11 +215,8 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
       tw__set_dirty(w, index, 0);
     else
       now_occupied(w, index, deadline);
-  } else if (deadline <= slot->min &&
-             (deadline < slot->min || tw__is_dirty(w, index))) {
-    slot->min = deadline; /* the bound is met again: exact */
-    tw__set_dirty(w, index, 0);
-    t->tw__order |= TW_MAY_HOLD_MIN;
+  } else {
+    lower_min(w, t, index, deadline);
   }
 }
 
@@ -258,23 +271,43 @@ void tw__append_due(tw_wheel *w, tw_timer *t) {
 }
 
 /*
+ * Whether `t`, waiting in a slot, can take `deadline` (after now) where it
+ * is. A later one (or the same) always: the timer is then stale if its slot
+ * is too early, and moves when the slot is drained or collected. An earlier
+ * one while it is no earlier than the slot's start: the slot is then the
+ * one the filing rule names for it or a source (wheel.h), or it is still
+ * stale. An idle timeout re-armed with a shorter timeout or less jitter
+ * mostly is: its slot was chosen by a deadline that resets have moved on.
+ */
+static int stays_in_slot(const tw_wheel *w, const tw_timer *t,
+                         uint64_t deadline) {
+  size_t index = tw__slot_of(t);
+  return deadline >= t->tw__deadline ||
+         deadline >= tw__slot_start(w->pos, tw__level_of_index(index),
+                                    tw__ring_pos_of_index(index));
+}
+
+/*
  * A start of `t`, whose state (tw__state) the caller has read. The
- * idle-timeout reset, a timer in a slot re-armed for the same or a later
- * deadline still in the future, is a store: the timer stays where it is
- * (stale if its slot is now too early) and moves when its slot is drained
- * or collected.
+ * idle-timeout reset, a timer in a slot re-armed for a deadline still in
+ * the future that its slot can hold (stays_in_slot), is a store: only the
+ * slot's minimum may change. The inline path in twheel.h does the later
+ * ones of a timer that does not hold the minimum.
  */
 static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline,
                        unsigned state) {
   uint64_t order =
       w->next_seq++ << TW_SEQ_SHIFT | (t->tw__order & TW_FIXED_RATE);
 
-  if (state == TW_SLOT && deadline >= t->tw__deadline && deadline > w->now) {
-    size_t index = tw__slot_of(t); /* the store (the inline path's too) */
-    if (deadline != t->tw__deadline && t->tw__deadline == w->slots[index].min)
-      tw__set_dirty(w, index, 1);
+  if (state == TW_SLOT && deadline > w->now && stays_in_slot(w, t, deadline)) {
+    size_t index = tw__slot_of(t);
+    uint64_t was = t->tw__deadline;
     t->tw__deadline = deadline;
     t->tw__order = order | (t->tw__order & TW_PLACE_MASK);
+    if (deadline < was)
+      lower_min(w, t, index, deadline);
+    else if (deadline != was && was == w->slots[index].min)
+      tw__set_dirty(w, index, 1);
     return;
   }
   if (state == TW_IDLE)

@@ -21,6 +21,19 @@ Test(order, rule2_one_advance_runs_callbacks_in_deadline_order) {
   EXPECT_FIRED(1, 3, 4, 2, 0);
 }
 
+/* Rule 2 for a timer restarted earlier inside its slot, which keeps its
+ * place in the slot (wheel.c, stays_in_slot): filed before B, restarted
+ * after B for B's deadline, A fires after B. */
+Test(order, rule2_fifo_holds_for_a_timer_moved_earlier_inside_its_slot) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start_at(&p[0], 1010); /* A, the level-1 slot [768, 1024) */
+  start_at(&p[1], 800);  /* B, the same slot */
+  start_at(&p[0], 800);  /* A again */
+  cr_assert_eq(tw_advance(wheel_, 800, TW_ALL), 2);
+  EXPECT_FIRED(1, 0);
+}
+
 /* Rule 2, libuv's timer_order: start A, B, C, restart A -> B, C, A. */
 Test(order, rule2_equal_deadlines_fire_in_order_of_latest_start) {
   static struct probe p[3];

@@ -459,6 +459,37 @@ Test(wheel, rule8_next_expiry_follows_a_timer_moved_later) {
 }
 
 /*
+ * A timer re-armed earlier stays in its slot while the new deadline is no
+ * earlier than the slot's start (wheel.c, stays_in_slot). The slot's
+ * minimum must follow it down, whether it held the minimum or not, and a
+ * deadline before the slot's start must take it out of the slot.
+ */
+Test(wheel, rule8_next_expiry_follows_a_timer_moved_earlier_inside_its_slot) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  start_at(&p[0], 1000); /* the level-1 slot [768, 1024); holds the minimum */
+  start_at(&p[1], 1010);
+  start_at(&p[1], 5000); /* later: stale in its slot */
+  start_at(&p[1], 800);  /* earlier, inside the slot */
+  cr_assert_eq(tw_next_expiry(wheel_), 800);
+  start_at(&p[0], 790); /* the former holder, below the new minimum */
+  cr_assert_eq(tw_next_expiry(wheel_), 790);
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  start_at(&p[2], 1020);
+  start_at(&p[2], 767); /* before the slot's start: filed elsewhere */
+  cr_assert_eq(tw_next_expiry(wheel_), 767);
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_eq(tw_advance(wheel_, 766, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, 767, TW_ALL), 1);
+  cr_assert_eq(tw_advance(wheel_, 789, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, 790, TW_ALL), 1);
+  cr_assert_eq(tw_next_expiry(wheel_), 800);
+  cr_assert_eq(tw_advance(wheel_, 800, TW_ALL), 1);
+  EXPECT_FIRED(2, 0, 1);
+  cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER);
+}
+
+/*
  * A stop that empties a slot leaves its occupied bit set (wheel.h): the next
  * answer must not read the old minimum, and a timer filed there later, at
  * an earlier deadline than the last one, sets it afresh.
