@@ -325,7 +325,8 @@ TW__INLINE_API int tw_driver_started(tw_driver *d, uint64_t deadline);
 
 /* After the loop stopped a timer: stops the loop timer when the wheel is
  * empty (so an empty wheel never keeps a loop alive); lazy otherwise.
- * NULL: nothing. */
+ * NULL: nothing. It reads the wheel unless the driver is closed: close the
+ * driver (tw_driver_close) before freeing its wheel. */
 TW_EXTERN void tw_driver_stopped(tw_driver *d);
 
 /* Arms the loop timer for min(at, armed) even when it is armed already:

@@ -170,9 +170,9 @@ static TW_NOINLINE void now_occupied(tw_wheel *w, size_t index,
 }
 
 /*
- * `t` waits in slot `index`, whose minimum is set, with `deadline`. No later
- * than the minimum, it becomes the minimum, exact (below every other
- * deadline there, or meeting the bound of a dirty slot), and `t` holds it.
+ * `t` waits in slot `index`, whose minimum is set, with `deadline`. Below the
+ * minimum, or meeting the bound of a dirty slot, the deadline becomes the
+ * minimum, exact, and `t` holds it; otherwise nothing changes.
  */
 static inline void lower_min(tw_wheel *w, tw_timer *t, size_t index,
                              uint64_t deadline) {
@@ -291,8 +291,8 @@ static int stays_in_slot(const tw_wheel *w, const tw_timer *t,
  * A start of `t`, whose state (tw__state) the caller has read. The
  * idle-timeout reset, a timer in a slot re-armed for a deadline still in
  * the future that its slot can hold (stays_in_slot), is a store: only the
- * slot's minimum may change. The inline path in twheel.h does the later
- * ones of a timer that does not hold the minimum.
+ * slot's minimum may change. The inline path in twheel.h does the same or
+ * later ones of a timer not marked TW_MAY_HOLD_MIN.
  */
 static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline,
                        unsigned state) {

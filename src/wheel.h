@@ -14,11 +14,12 @@
  *
  * Sources. The level-(L+1) slot that spans level L's next block is level L's
  * *source*: it holds the timers filed there before that block became level
- * L's next one. The filing rule never adds to it (such a deadline now goes
- * to level L), and it is drained into level L, paced in batches, so
- * that it is empty one level-L slot before the block begins (pace.c). That
- * paced drain is the only way timers move down: no slot ever comes due
- * holding more than its unpaid remainder.
+ * L's next one, and any restarted since for an earlier deadline still in
+ * its span (they stay where they are: wheel.c, stays_in_slot). The filing rule
+ * never adds to it (such a deadline now goes to level L), and it is drained
+ * into level L, paced in batches, so that it is empty one level-L slot before
+ * the block begins (pace.c). That paced drain is the only way timers move down:
+ * no slot ever comes due holding more than its unpaid remainder.
  *
  *   INVARIANT: every slot holding timers starts after pos, and every timer
  *   in a slot has a deadline no earlier than the slot's start. A timer whose

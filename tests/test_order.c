@@ -22,16 +22,24 @@ Test(order, rule2_one_advance_runs_callbacks_in_deadline_order) {
 }
 
 /* Rule 2 for a timer restarted earlier inside its slot, which keeps its
- * place in the slot (wheel.c, stays_in_slot): filed before B, restarted
- * after B for B's deadline, A fires after B. */
+ * place in the slot (wheel.c, stays_in_slot): filed before B, C and D,
+ * restarted after them for their deadline, A fires last. Four timers, so
+ * that the slot reaches level 0 out of order and its collection sorts it;
+ * once with the slot drained down tick by tick, once collected whole. */
 Test(order, rule2_fifo_holds_for_a_timer_moved_earlier_inside_its_slot) {
-  static struct probe p[2];
-  probes_init(p, 2);
-  start_at(&p[0], 1010); /* A, the level-1 slot [768, 1024) */
-  start_at(&p[1], 800);  /* B, the same slot */
-  start_at(&p[0], 800);  /* A again */
-  cr_assert_eq(tw_advance(wheel_, 800, TW_ALL), 2);
-  EXPECT_FIRED(1, 0);
+  static struct probe p[4];
+  for (uint64_t until = 800; until <= 2000; until += 1200) {
+    wheel_teardown();
+    wheel_setup();
+    probes_init(p, 4);
+    start_at(&p[0], 1010); /* A, the level-1 slot [768, 1024) */
+    start_at(&p[1], 800);  /* B, C and D, the same slot */
+    start_at(&p[2], 800);
+    start_at(&p[3], 800);
+    start_at(&p[0], 800); /* A again */
+    cr_assert_eq(tw_advance(wheel_, until, TW_ALL), 4);
+    EXPECT_FIRED(1, 2, 3, 0);
+  }
 }
 
 /* Rule 2, libuv's timer_order: start A, B, C, restart A -> B, C, A. */
