@@ -43,7 +43,7 @@ static int is_source(uint64_t pos, size_t index) {
  * not move them. */
 static const char *check_emptied_slot(const tw_wheel *w, size_t index) {
   unsigned level = tw__level_of_index(index);
-  uint64_t start = tw__slot_start(w->pos, level, tw__ring_pos_of_index(index));
+  uint64_t start = tw__index_start(w->pos, index);
   uint64_t width = (uint64_t)1 << tw__shift(level);
   if (start <= w->pos || start < w->horizon)
     FAIL("emptied slot %zu starts at %llu: pos %llu, horizon %llu", index,

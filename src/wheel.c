@@ -169,20 +169,26 @@ static TW_NOINLINE void now_occupied(tw_wheel *w, size_t index,
     w->pace_next = start - ((uint64_t)1 << shift);
 }
 
+/* `t`, in slot `index` with `deadline`, holds the slot's minimum, exact.
+ * The one timer that holds it is marked; others with the same deadline may
+ * move later without making it inexact. */
+static inline void hold_min(tw_wheel *w, tw_timer *t, size_t index,
+                            uint64_t deadline) {
+  w->slots[index].min = deadline;
+  tw__set_dirty(w, index, 0);
+  t->tw__order |= TW_MAY_HOLD_MIN;
+}
+
 /*
  * `t` waits in slot `index`, whose minimum is set, with `deadline`. Below the
  * minimum, or meeting the bound of a dirty slot, the deadline becomes the
- * minimum, exact, and `t` holds it; otherwise nothing changes.
+ * minimum; otherwise nothing changes.
  */
 static inline void lower_min(tw_wheel *w, tw_timer *t, size_t index,
                              uint64_t deadline) {
-  struct tw_slot *slot = &w->slots[index];
-  if (deadline <= slot->min &&
-      (deadline < slot->min || tw__is_dirty(w, index))) {
-    slot->min = deadline;
-    tw__set_dirty(w, index, 0);
-    t->tw__order |= TW_MAY_HOLD_MIN;
-  }
+  uint64_t min = w->slots[index].min;
+  if (deadline < min || (deadline == min && tw__is_dirty(w, index)))
+    hold_min(w, t, index, deadline);
 }
 
 /*
@@ -205,15 +211,10 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
     tw__list_prepend(&slot->timers, &t->tw__link);
   else
     tw__list_append(&slot->timers, &t->tw__link);
-  /* The one timer that holds the minimum is marked; others with the same
-   * deadline may move later without making it inexact. */
   t->tw__order = order | TW_SLOT | index;
   if (slot->count++ == 0) { /* the first timer sets the minimum */
-    slot->min = deadline;
-    t->tw__order |= TW_MAY_HOLD_MIN;
-    if (tw__is_occupied(w, index)) /* a stop left it empty */
-      tw__set_dirty(w, index, 0);
-    else
+    hold_min(w, t, index, deadline);
+    if (!tw__is_occupied(w, index)) /* not a slot a stop left empty */
       now_occupied(w, index, deadline);
   } else {
     lower_min(w, t, index, deadline);
@@ -271,20 +272,18 @@ void tw__append_due(tw_wheel *w, tw_timer *t) {
 }
 
 /*
- * Whether `t`, waiting in a slot, can take `deadline` (after now) where it
- * is. A later one (or the same) always: the timer is then stale if its slot
+ * Whether `t`, waiting in slot `index`, can take `deadline` (after now) where
+ * it is. A later one (or the same) always: the timer is then stale if its slot
  * is too early, and moves when the slot is drained or collected. An earlier
  * one while it is no earlier than the slot's start: the slot is then the
  * one the filing rule names for it or a source (wheel.h), or it is still
  * stale. An idle timeout re-armed with a shorter timeout or less jitter
  * mostly is: its slot was chosen by a deadline that resets have moved on.
  */
-static int stays_in_slot(const tw_wheel *w, const tw_timer *t,
+static int stays_in_slot(const tw_wheel *w, const tw_timer *t, size_t index,
                          uint64_t deadline) {
-  size_t index = tw__slot_of(t);
   return deadline >= t->tw__deadline ||
-         deadline >= tw__slot_start(w->pos, tw__level_of_index(index),
-                                    tw__ring_pos_of_index(index));
+         deadline >= tw__index_start(w->pos, index);
 }
 
 /*
@@ -299,8 +298,10 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline,
   uint64_t order =
       w->next_seq++ << TW_SEQ_SHIFT | (t->tw__order & TW_FIXED_RATE);
 
-  if (state == TW_SLOT && deadline > w->now && stays_in_slot(w, t, deadline)) {
-    size_t index = tw__slot_of(t);
+  size_t index = tw__slot_of(t); /* for a timer in a slot */
+
+  if (state == TW_SLOT && deadline > w->now &&
+      stays_in_slot(w, t, index, deadline)) {
     uint64_t was = t->tw__deadline;
     t->tw__deadline = deadline;
     t->tw__order = order | (t->tw__order & TW_PLACE_MASK);

@@ -268,6 +268,12 @@ static inline unsigned tw__ring_pos_of_index(size_t index) {
  * position is in that block's half, else in the next block. */
 uint64_t tw__slot_start(uint64_t pos, unsigned level, unsigned ring_pos);
 
+/* The same for slot `index`. */
+static inline uint64_t tw__index_start(uint64_t pos, size_t index) {
+  return tw__slot_start(pos, tw__level_of_index(index),
+                        tw__ring_pos_of_index(index));
+}
+
 /* Start of the level-`level` block `ahead` blocks after pos's (0: pos's
  * own); TW_NEVER at the top level (its one block is the whole range) and
  * where that start would not fit in 64 bits. */
