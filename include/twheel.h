@@ -37,8 +37,9 @@ extern "C" {
 #define TW_EXTERN
 #endif
 
-/* The two start functions and tw_driver_started are inline (see "Inline
- * fast paths" at the end); the library itself defines them out of line. */
+/* The two start functions, tw_timer_stop and tw_driver_started are inline
+ * (see "Inline fast paths" at the end); the library itself defines them out
+ * of line. */
 #ifdef TW__NO_INLINE
 #define TW__INLINE_API TW_EXTERN
 #else
@@ -86,9 +87,13 @@ struct tw_timer {
   0x1c000u                   /* bits 14-16; other values: not initialised      \
                               */
 #define TW__IN_SLOT 0x1c000u /* waiting in a slot of the wheel */
+#define TW__IDLE 0x14000u    /* inactive */
 #define TW__MAY_HOLD_MIN                                                       \
-  0x1000u /* it may hold its slot's earliest deadline                          \
-           */
+  0x1000u                      /* it may hold its slot's earliest deadline     \
+                                */
+#define TW__FIXED_RATE 0x2000u /* tw_timer_set_fixed_rate, kept by moves */
+#define TW__INDEX_MASK 0x0fffu /* in a slot: the slot's index */
+#define TW__PLACE_MASK (TW__STATE_MASK | TW__MAY_HOLD_MIN | TW__INDEX_MASK)
 
 /* Creates a wheel whose time starts at `now`. NULL when out of memory. */
 TW_EXTERN tw_wheel *tw_wheel_new(uint64_t now);
@@ -146,7 +151,7 @@ TW__INLINE_API int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
 /* Makes `t` inactive; stopping an inactive timer is a no-op returning 0.
  * -EINVAL for NULL or an uninitialised timer. After it returns the timer's
  * memory may be freed. */
-TW_EXTERN int tw_timer_stop(tw_wheel *w, tw_timer *t);
+TW__INLINE_API int tw_timer_stop(tw_wheel *w, tw_timer *t);
 
 /*
  * libuv's uv_timer_again(): a timer with repeat > 0 is re-armed at
@@ -326,8 +331,9 @@ TW__INLINE_API int tw_driver_started(tw_driver *d, uint64_t deadline);
 /* After the loop stopped a timer: stops the loop timer when the wheel is
  * empty (so an empty wheel never keeps a loop alive); lazy otherwise.
  * NULL: nothing. It reads the wheel unless the driver is closed: close the
- * driver (tw_driver_close) before freeing its wheel. */
-TW_EXTERN void tw_driver_stopped(tw_driver *d);
+ * driver (tw_driver_close) before freeing its wheel. Inline: while timers
+ * remain it costs no call. */
+TW__INLINE_API void tw_driver_stopped(tw_driver *d);
 
 /* Arms the loop timer for min(at, armed) even when it is armed already:
  * for loops where re-arming cancels a wakeup already under way (libevent's
@@ -353,25 +359,54 @@ TW_EXTERN void tw_driver_close(tw_driver *d);
 TW_EXTERN const char *tw_strerror(int err);
 
 /*
- * Inline fast paths. tw_timer_start and tw_timer_start_at are compiled into
- * the caller: the idle-timeout reset (a timer waiting in the wheel re-armed
- * for the same or a later deadline, still in the future) is a few loads and
- * stores there, with no call; every other case calls the library
- * (tw__timer_start_nonnull once the pointers are tested, else
- * tw__timer_start_at, which is also what the exported symbols
- * tw_timer_start and tw_timer_start_at do). So is tw_driver_started's
- * common case, a deadline no earlier than the loop timer's: nothing to do.
+ * Inline fast paths. tw_timer_start, tw_timer_start_at and tw_timer_stop
+ * are compiled into the caller, with their common cases:
+ *  - the idle-timeout reset, a timer waiting in a slot re-armed for the
+ *    same or a later deadline, still in the future: a few stores;
+ *  - the start of an inactive timer for the future: it joins the tail of
+ *    the slot the filing rule names (src/wheel.h) when that slot holds
+ *    timers already, all with earlier deadlines, so that no bound of the
+ *    wheel moves;
+ *  - the stop of a timer waiting in a slot: it leaves the slot.
+ * A timer that holds its slot's earliest deadline (TW__MAY_HOLD_MIN), or
+ * would set it, goes to the library, which keeps that bound exact; so does
+ * every other case (tw__timer_start_nonnull once the pointers are tested,
+ * else tw__timer_start_at; tw__timer_stop), and the exported symbols
+ * tw_timer_start, tw_timer_start_at and tw_timer_stop do the same.
+ * tw_driver_started's and tw_driver_stopped's common cases are inline too
+ * (a deadline no earlier than the loop timer's; timers remaining): nothing
+ * to do.
  *
  * ABI: this freezes, for the library's soname 0, the layout of struct
- * tw_timer and of its tw__order bits above, the first two fields of a
- * wheel, struct tw__wheel_head, and struct tw_driver (public already). A
- * program built against this header works with any libtwheel.so.0 from
- * version 0.3 on (the first to export tw__timer_start_nonnull); a change
- * to any of these is a new soname.
+ * tw_timer and of its tw__order bits above; the start of a wheel, struct
+ * tw__wheel_head, slots included; the filing rule (tw__filing_slot); and
+ * struct tw_driver (public already). A program built against this header
+ * works with any libtwheel.so.0 from version 0.4 on (the first to export
+ * tw__timer_stop and to lay its wheel out so); a change to any of these is
+ * a new soname. The library reads and writes the same memory as its own
+ * struct (src/wheel.h), which starts with these fields.
  */
+#define TW__LEVEL_BITS 8 /* a level's digit: 256 slots per half */
+#define TW__LEVELS (64 / TW__LEVEL_BITS)
+#define TW__LEVEL_SLOTS (2u << TW__LEVEL_BITS) /* two halves; the top: one */
+#define TW__SLOT_COUNT                                                         \
+  ((TW__LEVELS - 1) * TW__LEVEL_SLOTS + TW__LEVEL_SLOTS / 2)
+
+struct tw__slot { /* 32 bytes on LP64, in one cache line of the wheel */
+  struct tw__link timers;
+  uint64_t min;           /* no later than any deadline in it */
+  uint32_t count;         /* timers in it */
+  unsigned char occupied; /* its bit in the wheel's bitmap (src/wheel.h) */
+  unsigned char dirty;    /* min is only a bound */
+};
+
 struct tw__wheel_head {
-  uint64_t now;      /* tw_now() */
-  uint64_t next_seq; /* the next start's sequence */
+  uint64_t now;                   /* tw_now() */
+  uint64_t next_seq;              /* the next start's sequence */
+  uint64_t pos;                   /* the slots' reference time */
+  size_t count;                   /* tw_count() */
+  uint64_t level_end[TW__LEVELS]; /* where each level's two blocks end */
+  struct tw__slot slots[TW__SLOT_COUNT];
 };
 
 TW_EXTERN int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
@@ -379,27 +414,147 @@ TW_EXTERN int tw__timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
 /* tw__timer_start_at for w, t and cb known not to be NULL. */
 TW_EXTERN int tw__timer_start_nonnull(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                       uint64_t deadline, uint64_t repeat);
+TW_EXTERN int tw__timer_stop(tw_wheel *w, tw_timer *t);
 TW_EXTERN int tw__driver_started(tw_driver *d, uint64_t deadline);
+/* tw_driver_stopped once the wheel of `d` (open) is found empty. */
+TW_EXTERN void tw__driver_emptied(tw_driver *d);
 
-/* A timer whose tw__order is `order` may be re-armed later with the store:
- * it waits in a slot and is not the one holding the slot's minimum. */
+static inline struct tw__wheel_head *tw__head(tw_wheel *w) {
+  return (struct tw__wheel_head *)(void *)w;
+}
+
+static inline unsigned tw__highest_bit(uint64_t x) { /* x != 0 */
+#if defined(__GNUC__)
+  return 63u - (unsigned)__builtin_clzll(x);
+#else
+  unsigned bit = 0;
+  while (x >>= 1)
+    bit++;
+  return bit;
+#endif
+}
+
+/*
+ * The filing rule (src/wheel.h): the slot for a deadline after pos, at the
+ * lowest level L whose two blocks hold it (deadline < level_end[L]), by its
+ * digit there and its block's parity. The distance's highest bit gives
+ * that level or the one below, g: the distance lies in [2^(8g+1), 2^(8g+9))
+ * (in [1, 2^9) for g = 0), at least two level-(g-1) blocks and less than
+ * one level-(g+1) block, so one compare with level_end[g] decides.
+ */
+static inline size_t tw__filing_slot(uint64_t pos, const uint64_t *level_end,
+                                     uint64_t deadline) {
+  unsigned level = tw__highest_bit((deadline - pos) >> 1 | 1) / TW__LEVEL_BITS;
+  level += deadline >= level_end[level];
+  return (size_t)level * TW__LEVEL_SLOTS +
+         (size_t)(deadline >> level * TW__LEVEL_BITS & (TW__LEVEL_SLOTS - 1));
+}
+
+/* The slot's minimum becomes `deadline`, exact; the caller marks the timer
+ * with it as the holder (TW__MAY_HOLD_MIN, returned). */
+static inline unsigned tw__slot_hold_min(struct tw__slot *slot,
+                                         uint64_t deadline) {
+  slot->min = deadline;
+  slot->dirty = 0;
+  return TW__MAY_HOLD_MIN;
+}
+
+/* A slot that holds timers receives `deadline`: below its minimum, or
+ * meeting the bound of a dirty slot, it becomes the minimum (returns
+ * TW__MAY_HOLD_MIN, for the timer); otherwise nothing changes (0). */
+static inline unsigned tw__slot_lower_min(struct tw__slot *slot,
+                                          uint64_t deadline) {
+  if (deadline < slot->min || (deadline == slot->min && slot->dirty))
+    return tw__slot_hold_min(slot, deadline);
+  return 0;
+}
+
+/* Whether a timer filed in `slot` needs nothing but tw__slot_join: the
+ * slot holds timers, or a stop left it empty (it is occupied still, and
+ * the wheel's bounds cover it). Otherwise only the library can file there
+ * (src/wheel.c, now_occupied). */
+static inline int tw__slot_is_ready(const struct tw__slot *slot) {
+  return slot->count != 0 || slot->occupied;
+}
+
+/*
+ * Links a detached `t` with `deadline` (after pos; the caller stores it)
+ * into slot `index` at its head or tail, keeps the slot's count and
+ * minimum, and sets its tw__order to `order` (sequence and option bits)
+ * with its place.
+ */
+static inline void tw__slot_join(struct tw__slot *slot, size_t index,
+                                 tw_timer *t, uint64_t deadline, uint64_t order,
+                                 int at_head) {
+  struct tw__link *prev, *next;
+  unsigned holds = slot->count++ == 0 ? tw__slot_hold_min(slot, deadline)
+                                      : tw__slot_lower_min(slot, deadline);
+  prev = at_head ? &slot->timers : slot->timers.prev;
+  next = at_head ? slot->timers.next : &slot->timers;
+  t->tw__link.prev = prev;
+  t->tw__link.next = next;
+  prev->next = &t->tw__link;
+  next->prev = &t->tw__link;
+  t->tw__order = order | holds | TW__IN_SLOT | index;
+}
+
+/* Unlinks `t` from `slot`, which it is in, and keeps the count; only the
+ * timer holding the minimum can take it away (the slot is then dirty).
+ * Returns the timers left. */
+static inline uint32_t tw__slot_leave(struct tw__slot *slot, tw_timer *t) {
+  struct tw__link *prev = t->tw__link.prev, *next = t->tw__link.next;
+  prev->next = next;
+  next->prev = prev;
+  if (--slot->count != 0 && (t->tw__order & TW__MAY_HOLD_MIN) &&
+      t->tw__deadline == slot->min)
+    slot->dirty = 1;
+  return slot->count;
+}
+
+/* A timer whose tw__order is `order` waits in a slot and is not the one
+ * holding the slot's minimum: it may be re-armed later with the store. */
 static inline int tw__may_store(uint64_t order) {
   return (order & (TW__STATE_MASK | TW__MAY_HOLD_MIN)) == TW__IN_SLOT;
 }
 
-/* The store, for `t` whose tw__order the caller has read (`order`): 1 if
- * done, 0 if the library must do the start. */
+/* The store, for `t` whose tw__order the caller has read (`order`), but
+ * for its callback and repeat, which the caller stores: 1 if done, 0 if
+ * the library must do the start. */
 static inline int tw__store_restart(tw_wheel *w, tw_timer *t, uint64_t order,
-                                    tw_timer_cb cb, uint64_t deadline,
-                                    uint64_t repeat) {
-  struct tw__wheel_head *head = (struct tw__wheel_head *)(void *)w;
+                                    uint64_t deadline) {
+  struct tw__wheel_head *head = tw__head(w);
   if (!tw__may_store(order) || deadline < t->tw__deadline ||
       deadline <= head->now || deadline >= TW_NEVER)
     return 0;
-  t->tw__cb = cb;
-  t->tw__repeat = repeat;
   t->tw__deadline = deadline;
   t->tw__order = head->next_seq++ << TW__SEQ_SHIFT | (order & TW__TAG_MASK);
+  return 1;
+}
+
+/* The start of an inactive `t` (tw__order `order`) for a deadline in the
+ * future, filed in an occupied slot: 1 if done, 0 if the library must do
+ * the start. As the library's (src/wheel.c, set_callback), the callback
+ * and repeat are stored only if they changed. */
+static inline int tw__file_inactive(tw_wheel *w, tw_timer *t, uint64_t order,
+                                    tw_timer_cb cb, uint64_t deadline,
+                                    uint64_t repeat) {
+  struct tw__wheel_head *head = tw__head(w);
+  size_t index;
+  if ((order & TW__STATE_MASK) != TW__IDLE || deadline <= head->now ||
+      deadline >= TW_NEVER)
+    return 0;
+  index = tw__filing_slot(head->pos, head->level_end, deadline);
+  if (!tw__slot_is_ready(&head->slots[index]))
+    return 0;
+  tw__slot_join(&head->slots[index], index, t, deadline,
+                head->next_seq++ << TW__SEQ_SHIFT | (order & TW__FIXED_RATE),
+                0);
+  head->count++;
+  if (t->tw__cb != cb)
+    t->tw__cb = cb;
+  if (t->tw__repeat != repeat)
+    t->tw__repeat = repeat;
+  t->tw__deadline = deadline;
   return 1;
 }
 
@@ -413,11 +568,47 @@ static inline int tw__is_active(const tw_timer *t) {
 #ifndef TW__NO_INLINE
 static inline int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                     uint64_t deadline, uint64_t repeat) {
+  uint64_t order;
   if (!w || !t || !cb)
     return tw__timer_start_at(w, t, cb, deadline, repeat); /* -EINVAL */
-  if (tw__store_restart(w, t, t->tw__order, cb, deadline, repeat))
+  order = t->tw__order;
+  if (tw__store_restart(w, t, order, deadline)) {
+    t->tw__cb = cb;
+    t->tw__repeat = repeat;
+    return 0;
+  }
+  if (tw__file_inactive(w, t, order, cb, deadline, repeat))
     return 0;
   return tw__timer_start_nonnull(w, t, cb, deadline, repeat);
+}
+
+static inline int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
+                                 uint64_t timeout, uint64_t repeat) {
+  uint64_t deadline;
+  if (!w)
+    return tw__timer_start_at(w, t, cb, timeout, repeat); /* -EINVAL */
+  deadline = tw__head(w)->now + timeout;
+  if (deadline < timeout)
+    deadline = TW_NEVER; /* wrapped: saturates in the library */
+  return tw_timer_start_at(w, t, cb, deadline, repeat);
+}
+
+/* A slot a stop empties stays occupied, as the library's stop leaves it
+ * (src/wheel.c, tw__timer_stop). */
+static inline int tw_timer_stop(tw_wheel *w, tw_timer *t) {
+  uint64_t order;
+  if (w && t) {
+    order = t->tw__order;
+    if ((order & TW__STATE_MASK) == TW__IN_SLOT &&
+        (order & TW__INDEX_MASK) < TW__SLOT_COUNT) {
+      struct tw__wheel_head *head = tw__head(w);
+      tw__slot_leave(&head->slots[order & TW__INDEX_MASK], t);
+      t->tw__order = (order & ~(uint64_t)TW__PLACE_MASK) | TW__IDLE;
+      head->count--;
+      return 0;
+    }
+  }
+  return tw__timer_stop(w, t);
 }
 
 static inline int tw_driver_started(tw_driver *d, uint64_t deadline) {
@@ -426,15 +617,11 @@ static inline int tw_driver_started(tw_driver *d, uint64_t deadline) {
   return tw__driver_started(d, deadline);
 }
 
-static inline int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
-                                 uint64_t timeout, uint64_t repeat) {
-  uint64_t deadline;
-  if (!w)
-    return tw__timer_start_at(w, t, cb, timeout, repeat); /* -EINVAL */
-  deadline = ((struct tw__wheel_head *)(void *)w)->now + timeout;
-  if (deadline < timeout)
-    deadline = TW_NEVER; /* wrapped: saturates in the library */
-  return tw_timer_start_at(w, t, cb, deadline, repeat);
+/* Timers remaining is the common case, so it is tested first (an open
+ * driver's wheel is alive: the loop frees it only after closing). */
+static inline void tw_driver_stopped(tw_driver *d) {
+  if (d && !d->closed && tw__head(d->wheel)->count == 0)
+    tw__driver_emptied(d);
 }
 #endif
 

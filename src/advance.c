@@ -270,7 +270,7 @@ static inline void bucket_one(tw_wheel *w, struct buckets *b, tw_link *node,
  */
 static TW_NOINLINE void
 collect_whole_slot(tw_wheel *w, const struct next_slot *next, size_t *work) {
-  struct tw_slot *slot = &w->slots[next->index];
+  struct tw__slot *slot = &w->slots[next->index];
   tw_link *front = slot->timers.next, *back = slot->timers.prev;
   size_t left = slot->count;
   struct buckets b;

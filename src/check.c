@@ -23,7 +23,7 @@ static char message[256];
 
 /* A timer's place according to the filing rule, as a slot index: the
  * lowest level L with block_L(d) - block_L(pos) <= 1, from the definition
- * (the wheel's own filing takes a shortcut, tw__level_guess and level_end). */
+ * (the wheel's own filing takes a shortcut, tw__filing_slot and level_end). */
 static size_t rule_slot(uint64_t pos, uint64_t deadline) {
   unsigned level = 0;
   while (tw__block(deadline, level) - tw__block(pos, level) > 1)
@@ -56,7 +56,7 @@ static const char *check_emptied_slot(const tw_wheel *w, size_t index) {
 }
 
 static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
-  const struct tw_slot *slot = &w->slots[index];
+  const struct tw__slot *slot = &w->slots[index];
   unsigned level = tw__level_of_index(index);
   unsigned ring_pos = tw__ring_pos_of_index(index);
   int bit = tw__is_occupied(w, index);
@@ -65,6 +65,10 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   size_t length = 0;
   int holder = 0; /* a timer marked TW_MAY_HOLD_MIN has the minimum */
 
+  if (slot->occupied != bit)
+    FAIL("slot %zu: occupied %d, bitmap %d", index, slot->occupied, bit);
+  if (slot->dirty && !bit)
+    FAIL("slot %zu: dirty but not occupied", index);
   if (tw__list_empty(&slot->timers)) { /* most slots: cheap */
     if (slot->timers.prev != &slot->timers || w->slots[index].count)
       FAIL("slot %zu: empty list, count %u", index, w->slots[index].count);
@@ -131,8 +135,6 @@ static const char *check_bitmaps(const tw_wheel *w) {
   for (unsigned k = 0; k < TW_BITMAP_WORDS; k++) {
     if ((w->occupied[k] != 0) != ((w->occupied_words >> k) & 1))
       FAIL("bitmap word %u: its bit in occupied_words is wrong", k);
-    if (w->dirty[k] & ~w->occupied[k])
-      FAIL("bitmap word %u: dirty bits on empty slots", k);
   }
   if (w->occupied_words >> (TW_BITMAP_WORDS - 1) >> 1)
     FAIL("occupied_words has bits beyond the bitmaps' words");

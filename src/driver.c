@@ -8,7 +8,8 @@
  * it early (a wakeup then fires nothing and re-arms); tw_driver_expired sets
  * it to the wheel's next wakeup when its slice returns.
  */
-#define TW__NO_INLINE /* this file defines tw_driver_started itself */
+#define TW__NO_INLINE /* this file defines tw_driver_started(stopped) itself   \
+                       */
 #include "wheel.h"
 
 #include <errno.h>
@@ -47,18 +48,17 @@ int tw_driver_started(tw_driver *d, uint64_t deadline) {
   return tw__driver_started(d, deadline);
 }
 
-/* The wheel emptied: the loop timer stops. Out of tw_driver_stopped, whose
- * common case then saves no register. */
-static TW_NOINLINE void stop_loop_timer(tw_driver *d) {
+/* The wheel emptied: the loop timer stops (not from inside
+ * tw_driver_expired, which re-arms when its callbacks return). */
+void tw__driver_emptied(tw_driver *d) {
   if (!d->dispatching && d->armed != TW_NEVER)
     set(d, TW_NEVER, 0, 0);
 }
 
-/* Timers remaining is the common case, so it is tested first (an open
- * driver's wheel is alive: the loop frees it only after closing). */
+/* As the inline one in twheel.h. */
 void tw_driver_stopped(tw_driver *d) {
   if (d && !d->closed && d->wheel->count == 0)
-    stop_loop_timer(d);
+    tw__driver_emptied(d);
 }
 
 int tw_driver_rearm(tw_driver *d, uint64_t at) {

@@ -11,12 +11,19 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
-_Static_assert(offsetof(tw_wheel, now) ==
-                       offsetof(struct tw__wheel_head, now) &&
-                   offsetof(tw_wheel, next_seq) ==
-                       offsetof(struct tw__wheel_head, next_seq),
+#define SAME_OFFSET(field)                                                     \
+  (offsetof(tw_wheel, field) == offsetof(struct tw__wheel_head, field))
+_Static_assert(SAME_OFFSET(now) && SAME_OFFSET(next_seq) && SAME_OFFSET(pos) &&
+                   SAME_OFFSET(count) && SAME_OFFSET(level_end) &&
+                   SAME_OFFSET(slots),
                "a wheel starts with struct tw__wheel_head (twheel.h)");
+_Static_assert(TW_LEVELS *TW_LEVEL_BITS == 64 &&
+                   TW_SLOT_COUNT <= TW_INDEX_MASK + 1,
+               "the levels cover 64 bits; a slot's index fits its tag bits");
+/* The wheel is aligned to a cache line so that no slot straddles two. */
+#define TW_WHEEL_ALIGN 64
 
 /* ---- The filing rule ---- */
 
@@ -43,12 +50,14 @@ _Static_assert(TW_SLOT_COUNT % 64 == 0 && TW_BITMAP_WORDS <= 64,
                "whole bitmap words, one bit each in occupied_words");
 
 static void set_occupied(tw_wheel *w, size_t index) {
+  w->slots[index].occupied = 1;
   w->occupied[index / 64] |= tw__slot_bit(index);
   w->occupied_words |= (uint64_t)1 << (index / 64);
 }
 
 TW_NOINLINE void tw__clear_occupied(tw_wheel *w, size_t index) {
-  w->dirty[index / 64] &= ~tw__slot_bit(index);
+  w->slots[index].occupied = 0;
+  w->slots[index].dirty = 0;
   if (!(w->occupied[index / 64] &= ~tw__slot_bit(index)))
     w->occupied_words &= ~((uint64_t)1 << (index / 64));
 }
@@ -79,9 +88,10 @@ int tw__first_occupied(const tw_wheel *w, unsigned level, unsigned after) {
 /* ---- Lifetime ---- */
 
 tw_wheel *tw_wheel_new(uint64_t now) {
-  tw_wheel *w = calloc(1, sizeof *w);
+  tw_wheel *w = aligned_alloc(TW_WHEEL_ALIGN, tw_wheel_size());
   if (!w)
     return NULL;
+  memset(w, 0, tw_wheel_size());
   w->now = w->pos = now;
   for (unsigned level = 0; level < TW_LEVELS; level++)
     w->level_end[level] = tw__level_end(now, level);
@@ -110,13 +120,14 @@ void tw_wheel_free(tw_wheel *w) {
   for (size_t i = 0; i < TW_SLOT_COUNT; i++) {
     release_all(&w->slots[i].timers);
     w->slots[i].count = 0;
+    w->slots[i].occupied = w->slots[i].dirty = 0;
   }
   release_all(&w->due);
   release_all(&w->firing);
   w->collecting = TW_SLOT_COUNT;
   w->count = 0;
   for (unsigned k = 0; k < TW_BITMAP_WORDS; k++)
-    w->occupied[k] = w->dirty[k] = 0;
+    w->occupied[k] = 0;
   w->occupied_words = 0;
   if (w->advancing) {
     /* tw_advance frees it when the callback returns. Until then no
@@ -129,8 +140,10 @@ void tw_wheel_free(tw_wheel *w) {
   }
 }
 
+/* aligned_alloc wants a multiple of the alignment. */
 size_t tw_wheel_size(void) {
-  return sizeof(tw_wheel);
+  return (sizeof(tw_wheel) + TW_WHEEL_ALIGN - 1) / TW_WHEEL_ALIGN *
+         TW_WHEEL_ALIGN;
 }
 
 uint64_t tw_now(const tw_wheel *w) {
@@ -169,56 +182,23 @@ static TW_NOINLINE void now_occupied(tw_wheel *w, size_t index,
     w->pace_next = start - ((uint64_t)1 << shift);
 }
 
-/* `t`, in slot `index` with `deadline`, holds the slot's minimum, exact.
- * The one timer that holds it is marked; others with the same deadline may
- * move later without making it inexact. */
-static inline void hold_min(tw_wheel *w, tw_timer *t, size_t index,
-                            uint64_t deadline) {
-  w->slots[index].min = deadline;
-  tw__set_dirty(w, index, 0);
-  t->tw__order |= TW_MAY_HOLD_MIN;
-}
-
 /*
- * `t` waits in slot `index`, whose minimum is set, with `deadline`. Below the
- * minimum, or meeting the bound of a dirty slot, the deadline becomes the
- * minimum; otherwise nothing changes.
- */
-static inline void lower_min(tw_wheel *w, tw_timer *t, size_t index,
-                             uint64_t deadline) {
-  uint64_t min = w->slots[index].min;
-  if (deadline < min || (deadline == min && tw__is_dirty(w, index)))
-    hold_min(w, t, index, deadline);
-}
-
-/*
- * Files a detached timer with deadline > pos in the slot the rule names and
- * sets its order to `order` (its sequence and option bits) with its place.
- * The level is the lowest L with block_L(d) - block_L(pos) <= 1 (wheel.h,
- * tw__level_guess); the slot's position in it is bits 8L..8L+8 of d.
+ * Files a detached timer with deadline > pos in the slot the rule names
+ * (tw__filing_slot, twheel.h) and sets its order to `order` (its sequence
+ * and option bits) with its place. The one timer that sets a slot's
+ * minimum is marked as its holder (TW_MAY_HOLD_MIN); others with the same
+ * deadline may move later without making it inexact.
  */
 static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
                            int at_head) {
   uint64_t deadline = t->tw__deadline;
-  unsigned level = tw__level_guess(w->pos, deadline);
-  level += deadline >= w->level_end[level];
-  unsigned shift = tw__shift(level);
-  unsigned bit = (unsigned)(deadline >> shift) & (TW_LEVEL_SLOTS - 1);
-  size_t index = tw__slot_index(level, bit);
-  struct tw_slot *slot = &w->slots[index];
+  size_t index = tw__filing_slot(w->pos, w->level_end, deadline);
+  struct tw__slot *slot = &w->slots[index];
 
-  if (at_head)
-    tw__list_prepend(&slot->timers, &t->tw__link);
-  else
-    tw__list_append(&slot->timers, &t->tw__link);
-  t->tw__order = order | TW_SLOT | index;
-  if (slot->count++ == 0) { /* the first timer sets the minimum */
-    hold_min(w, t, index, deadline);
-    if (!tw__is_occupied(w, index)) /* not a slot a stop left empty */
-      now_occupied(w, index, deadline);
-  } else {
-    lower_min(w, t, index, deadline);
-  }
+  int ready = tw__slot_is_ready(slot);
+  tw__slot_join(slot, index, t, deadline, order, at_head);
+  if (!ready) /* last: a tail call, with nothing live across it */
+    now_occupied(w, index, deadline);
 }
 
 void tw__file(tw_wheel *w, tw_timer *t) {
@@ -306,9 +286,9 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline,
     t->tw__deadline = deadline;
     t->tw__order = order | (t->tw__order & TW_PLACE_MASK);
     if (deadline < was)
-      lower_min(w, t, index, deadline);
+      t->tw__order |= tw__slot_lower_min(&w->slots[index], deadline);
     else if (deadline != was && was == w->slots[index].min)
-      tw__set_dirty(w, index, 1);
+      w->slots[index].dirty = 1;
     return;
   }
   if (state == TW_IDLE)
@@ -422,9 +402,10 @@ static TW_NOINLINE int stop_any(tw_wheel *w, tw_timer *t) {
  * occupied bit stays set (wheel.h): a request timeout stopped and the next
  * one started in the same slot cost no bitmap work, and finding the slot's
  * bounds already in place, the next timer filed there only sets its
- * minimum (file_in).
+ * minimum (file_in). The inline stop (twheel.h) does the same for a timer
+ * that does not hold its slot's minimum.
  */
-int tw_timer_stop(tw_wheel *w, tw_timer *t) {
+int tw__timer_stop(tw_wheel *w, tw_timer *t) {
   if (w && t && (t->tw__order & TW_STATE_MASK) == TW_SLOT &&
       tw__slot_of(t) < TW_SLOT_COUNT) {
     tw__leave_slot_keeping(w, t, tw__slot_of(t), 1);
@@ -433,6 +414,10 @@ int tw_timer_stop(tw_wheel *w, tw_timer *t) {
     return 0;
   }
   return stop_any(w, t);
+}
+
+int tw_timer_stop(tw_wheel *w, tw_timer *t) {
+  return tw__timer_stop(w, t);
 }
 
 int tw_timer_again(tw_wheel *w, tw_timer *t) {

@@ -69,12 +69,14 @@
 #define TW_NOINLINE
 #endif
 
-#define TW_LEVEL_BITS 8
+/* The shape of the wheel, frozen in twheel.h (its inline paths file
+ * timers): 8-bit digits, two halves of 256 slots per level. */
+#define TW_LEVEL_BITS TW__LEVEL_BITS
 #define TW_SLOTS (1u << TW_LEVEL_BITS) /* slots per half */
-#define TW_LEVELS (64 / TW_LEVEL_BITS)
+#define TW_LEVELS TW__LEVELS
 #define TW_TOP (TW_LEVELS - 1)
-#define TW_LEVEL_SLOTS (2 * TW_SLOTS) /* two halves; the top uses one */
-#define TW_SLOT_COUNT (TW_TOP * TW_LEVEL_SLOTS + TW_SLOTS)
+#define TW_LEVEL_SLOTS TW__LEVEL_SLOTS /* two halves; the top uses one */
+#define TW_SLOT_COUNT TW__SLOT_COUNT
 #define TW_WORDS (TW_LEVEL_SLOTS / 64) /* bitmap words per level */
 #define TW_BITMAP_WORDS (TW_SLOT_COUNT / 64)
 #define TW_MAX_DEADLINE (TW_NEVER - 1)
@@ -99,21 +101,18 @@
 #define TW_SEQ_SHIFT TW__SEQ_SHIFT
 #define TW_TAG_MASK TW__TAG_MASK
 #define TW_STATE_MASK TW__STATE_MASK
-#define TW_FIXED_RATE 0x2000u /* repeat from the deadline (libevent) */
+#define TW_FIXED_RATE TW__FIXED_RATE /* repeat from the deadline (libevent) */
 #define TW_MAY_HOLD_MIN TW__MAY_HOLD_MIN
-#define TW_INDEX_MASK 0x0fffu
-#define TW_PLACE_MASK (TW_STATE_MASK | TW_MAY_HOLD_MIN | TW_INDEX_MASK)
+#define TW_INDEX_MASK TW__INDEX_MASK
+#define TW_PLACE_MASK TW__PLACE_MASK
 enum tw_state {
-  TW_IDLE = 0x14000,    /* inactive */
+  TW_IDLE = TW__IDLE,   /* inactive */
   TW_DUE = 0x18000,     /* in w->firing or w->due: deadline <= now */
   TW_SLOT = TW__IN_SLOT /* in slot (tag & TW_INDEX_MASK) */
 };
 
-struct tw_slot { /* 32 bytes: one access touches one cache line */
-  tw_link timers;
-  uint64_t min;   /* see above */
-  uint32_t count; /* timers in it (for the pace) */
-};
+/* A slot (struct tw__slot, twheel.h) keeps its timers, `min` (see above)
+ * and their count (for the pace). */
 
 /* The pace of one level's source (pace.c). */
 struct tw_pace {
@@ -122,11 +121,16 @@ struct tw_pace {
 };
 
 struct tw_wheel {
-  /* First, as struct tw__wheel_head (twheel.h's inline starts read them): */
-  uint64_t now;         /* what tw_now() says: the latest advance's time */
-  uint64_t next_seq;    /* start sequence: orders equal deadlines */
-  uint64_t pos;         /* the slots' reference time, <= now */
-  size_t count;         /* active timers */
+  /* First, as struct tw__wheel_head (twheel.h's inline paths use them): */
+  uint64_t now;      /* what tw_now() says: the latest advance's time */
+  uint64_t next_seq; /* start sequence: orders equal deadlines */
+  uint64_t pos;      /* the slots' reference time, <= now */
+  size_t count;      /* active timers */
+  /* level_end[L]: where level L's two blocks end at pos (tw__level_end),
+   * kept by tw__set_pos: a filing compares with one of them. */
+  uint64_t level_end[TW_LEVELS];
+  struct tw__slot slots[TW_SLOT_COUNT];
+  /* The rest is the library's own. */
   uint64_t moves;       /* timers moved between slots (tw_moves) */
   int advancing;        /* inside tw_advance: callbacks may be running */
   int free_pending;     /* tw_wheel_free was called from a callback */
@@ -135,17 +139,16 @@ struct tw_wheel {
   int unfinished;       /* the last advance used up its work budget */
   size_t collecting;    /* the level-0 slot at pos a budget stopped walking */
   int collect_in_order; /* ... and the firing list it fills is sorted */
-  /* Bitmaps over the slots, bit `index` for slot `index` (word index / 64,
-   * bit index % 64): it holds timers or a stop left it empty (occupied);
-   * its min is only a bound (dirty). A slot that a stop left empty keeps
-   * its bits until a search meets it (advance.c, first_live) or a timer is
-   * filed there: horizon and pace_next, set while it held timers, stay
-   * true for it, so that such a filing only sets its min (wheel.c,
-   * file_in). A level's slots have consecutive indices, so level L has words
-   * L * TW_WORDS to L * TW_WORDS + TW_WORDS - 1 (the top level half of
-   * them). */
+  /* A bitmap over the slots, bit `index` for slot `index` (word index / 64,
+   * bit index % 64): it holds timers or a stop left it empty (occupied;
+   * the slot's own `occupied` says the same, for the inline paths). A slot
+   * that a stop left empty keeps its bit until a search meets it
+   * (advance.c, first_live) or a timer is filed there: horizon and
+   * pace_next, set while it held timers, stay true for it, so that such a
+   * filing only sets its min (tw__slot_join). A level's slots have
+   * consecutive indices, so level L has words L * TW_WORDS to
+   * L * TW_WORDS + TW_WORDS - 1 (the top level half of them). */
   uint64_t occupied[TW_BITMAP_WORDS];
-  uint64_t dirty[TW_BITMAP_WORDS];
   uint64_t occupied_words; /* bit k: occupied[k] != 0 */
   struct tw_pace pace[TW_TOP];
   uint64_t pace_next; /* no level's pace owes a batch before this time: a
@@ -153,12 +156,8 @@ struct tw_wheel {
                          lowers it to when the slot becomes a source (wheel.c,
                          now_occupied) */
   uint64_t horizon;   /* no occupied slot starts before this time */
-  /* level_end[L]: where level L's two blocks end at pos (tw__level_end),
-   * kept by tw__set_pos: a filing compares with one of them. */
-  uint64_t level_end[TW_LEVELS];
   tw_link due;
   tw_link firing;
-  struct tw_slot slots[TW_SLOT_COUNT];
 };
 
 /* ---- Timers' tags ---- */
@@ -208,17 +207,6 @@ static inline uint64_t tw__saturating_add(uint64_t base, uint64_t delta) {
 }
 
 /* ---- Time and slots ---- */
-
-static inline unsigned tw__highest_bit(uint64_t x) { /* x != 0 */
-#if defined(__GNUC__)
-  return 63u - (unsigned)__builtin_clzll(x);
-#else
-  unsigned bit = 0;
-  while (x >>= 1)
-    bit++;
-  return bit;
-#endif
-}
 
 static inline unsigned tw__lowest_bit(uint64_t x) { /* x != 0 */
 #if defined(__GNUC__)
@@ -306,17 +294,6 @@ static inline void tw__set_pos(tw_wheel *w, uint64_t pos) {
     w->level_end[level] = tw__level_end(pos, level);
 }
 
-/*
- * The filing rule's level for a deadline after pos, or the level below it:
- * g, where the distance lies in [2^(8g+1), 2^(8g+9)) (in [1, 2^9) for
- * g = 0). That is at least two level-(g-1) blocks and less than one
- * level-(g+1) block, so the rule names g or g + 1, and the deadline is
- * below tw__level_end(pos, g) exactly when it is g.
- */
-static inline unsigned tw__level_guess(uint64_t pos, uint64_t deadline) {
-  return tw__highest_bit((deadline - pos) >> 1 | 1) / TW_LEVEL_BITS;
-}
-
 /* Level `level`'s source: the index of the level-(level+1) slot spanning
  * level's next block, or TW_SLOT_COUNT when there is no next block. */
 size_t tw__source_of(uint64_t pos, unsigned level);
@@ -360,7 +337,7 @@ static inline int tw__is_occupied(const tw_wheel *w, size_t index) {
 }
 
 static inline int tw__is_dirty(const tw_wheel *w, size_t index) {
-  return (w->dirty[index / 64] & tw__slot_bit(index)) != 0;
+  return w->slots[index].dirty;
 }
 
 /* Bit k: word k of `level`'s occupied bits has one set. */
@@ -368,13 +345,6 @@ static inline unsigned tw__occupied_words_of(const tw_wheel *w,
                                              unsigned level) {
   return (unsigned)(w->occupied_words >> level * TW_WORDS) &
          ((1u << TW_WORDS) - 1);
-}
-
-static inline void tw__set_dirty(tw_wheel *w, size_t index, int dirty) {
-  if (dirty)
-    w->dirty[index / 64] |= tw__slot_bit(index);
-  else
-    w->dirty[index / 64] &= ~tw__slot_bit(index);
 }
 
 /* Clears slot `index`'s bits: it lost its last timer, or a search met it
@@ -385,19 +355,13 @@ void tw__clear_occupied(tw_wheel *w, size_t index);
  * Inline here, not in wheel.c, so that the advance's loops over timers
  * (advance.c) pay no call per timer. */
 
-/* Unlinks a timer from slot `index`, which it is in. Only the timer that
- * set the minimum (TW_MAY_HOLD_MIN) can take it away. A slot it leaves
- * empty loses its bits, unless `keep_bits` (a stop: see `occupied`). */
+/* Unlinks a timer from slot `index`, which it is in (tw__slot_leave). A
+ * slot it leaves empty loses its bit, unless `keep_bits` (a stop: see
+ * `occupied`). */
 static inline void tw__leave_slot_keeping(tw_wheel *w, tw_timer *t,
                                           size_t index, int keep_bits) {
-  struct tw_slot *slot = &w->slots[index];
-  tw__list_unlink(&t->tw__link);
-  if (--slot->count == 0) {
-    if (!keep_bits)
-      tw__clear_occupied(w, index);
-  } else if ((t->tw__order & TW_MAY_HOLD_MIN) && t->tw__deadline == slot->min) {
-    tw__set_dirty(w, index, 1);
-  }
+  if (tw__slot_leave(&w->slots[index], t) == 0 && !keep_bits)
+    tw__clear_occupied(w, index);
 }
 
 static inline void tw__leave_slot(tw_wheel *w, tw_timer *t, size_t index) {

@@ -271,8 +271,8 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
       uint64_t deadline = tw__uv_deadline_after(d->loop, timeout);
       /* Active already: the liveness count stays; its callback is the
        * adapter's own, kept. An adapter not closed has its wheel. */
-      if (tw__store_restart(d->driver.wheel, t, order, t->tw__cb, deadline,
-                            repeat)) {
+      if (tw__store_restart(d->driver.wheel, t, order, deadline)) {
+        t->tw__repeat = repeat;
         handle->tw__cb = cb;
         tw_driver_started(&d->driver, deadline);
         return 0;
