@@ -251,6 +251,16 @@ Test(uv, inline_reset_and_library_start_replace_callback_and_repeat) {
   cr_assert_eq(uv_loop_alive(&loop), 0); /* the liveness count is whole */
 }
 
+/* The inline reset reads the loop's time from the field uv_now() returns:
+ * the same value, as the clock moves. */
+Test(uv, the_inline_reset_reads_the_time_uv_now_returns) {
+  for (int i = 0; i < 3; i++) {
+    uv_sleep(2);
+    uv_update_time(&loop);
+    cr_assert_eq(tw__uv_now(&loop), uv_now(&loop));
+  }
+}
+
 /* timer_order: equal deadlines by latest start; late timers by deadline. */
 Test(uv, equal_deadlines_fire_in_order_of_latest_start) {
   static struct probe p[3];

@@ -229,9 +229,12 @@ TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
 /*
  * Inline fast path. tw_uv_timer_start is compiled into the caller: the
  * idle-timeout reset of a timer waiting in the wheel (the core's store, see
- * twheel.h) costs uv_now() and no call into this library; every other case
- * calls tw__uv_timer_start, which is also what the exported symbol
+ * twheel.h) costs no call at all; every other case calls
+ * tw__uv_timer_start, which is also what the exported symbol
  * tw_uv_timer_start does.
+ * It reads the loop's time as uv_now() does, from the uv_loop_t field that
+ * uv_now() returns (libuv 1.x keeps uv_loop_t's layout within its ABI; a
+ * test compares the two), so that the reset makes no call into libuv.
  *
  * ABI: besides what twheel.h freezes, this freezes for the library's soname
  * 0 the layout of tw_uv_timer_t and the start of every tw_uv, struct
@@ -247,11 +250,20 @@ struct tw_uv__head {
 TW_EXTERN int tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                                  uint64_t timeout, uint64_t repeat);
 
+/* uv_now(loop), with no call where libuv's layout is known. */
+static inline uint64_t tw__uv_now(const uv_loop_t *loop) {
+#if UV_VERSION_MAJOR == 1
+  return loop->time;
+#else
+  return uv_now(loop);
+#endif
+}
+
 /* uv_now() + timeout, saturated where the wheel saturates (TW_NEVER - 1),
  * so that the driver compares with the deadline the wheel really keeps. */
-static inline uint64_t tw__uv_deadline_after(uv_loop_t *loop,
+static inline uint64_t tw__uv_deadline_after(const uv_loop_t *loop,
                                              uint64_t timeout) {
-  uint64_t now = uv_now(loop);
+  uint64_t now = tw__uv_now(loop);
   return timeout >= TW_NEVER - 1 - now ? TW_NEVER - 1 : now + timeout;
 }
 
@@ -263,14 +275,15 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
   uint64_t order;
   if (handle && cb) {
     t = &handle->tw__timer;
-    /* Read once: uv_now() below, a call, leaves the timer as it is. The
-     * test is tw__store_restart's own, which the compiler then drops. */
+    /* The test is tw__store_restart's own, which the compiler then drops.
+     * A timer waiting in a slot has an open adapter, with its wheel:
+     * tw_uv_close frees the wheel, which makes every timer inactive. */
     order = t->tw__order;
-    if (tw__may_store(order) && (d = (struct tw_uv__head *)t->data) != NULL &&
-        !d->driver.closed) {
+    if (tw__may_store(order)) {
+      d = (struct tw_uv__head *)t->data;
       uint64_t deadline = tw__uv_deadline_after(d->loop, timeout);
       /* Active already: the liveness count stays; its callback is the
-       * adapter's own, kept. An adapter not closed has its wheel. */
+       * adapter's own, kept. */
       if (tw__store_restart(d->driver.wheel, t, order, deadline)) {
         t->tw__repeat = repeat;
         handle->tw__cb = cb;
