@@ -31,7 +31,7 @@ static int first_live(tw_wheel *w, unsigned level, unsigned after) {
     if (ring_pos < 0)
       return -1;
     index = tw__slot_index(level, (unsigned)ring_pos);
-    if (w->slots[index].count)
+    if (w->head.slots[index].count)
       return ring_pos;
     tw__clear_occupied(w, index);
   }
@@ -50,12 +50,12 @@ static int earliest_slot(tw_wheel *w, struct next_slot *out) {
   out->level = 0;
   out->start = TW_NEVER;
   for (unsigned level = 0; level < TW_LEVELS; level++) {
-    if (found && out->start < tw__block_start(w->pos, level - 1, 1))
+    if (found && out->start < tw__block_start(w->head.pos, level - 1, 1))
       break;
-    int ring_pos = first_live(w, level, tw__ring_pos(w->pos, level));
+    int ring_pos = first_live(w, level, tw__ring_pos(w->head.pos, level));
     if (ring_pos < 0)
       continue;
-    uint64_t start = tw__slot_start(w->pos, level, (unsigned)ring_pos);
+    uint64_t start = tw__slot_start(w->head.pos, level, (unsigned)ring_pos);
     if (!found || start <= out->start) {
       out->index = tw__slot_index(level, (unsigned)ring_pos);
       out->level = level;
@@ -89,19 +89,19 @@ static uint64_t earliest_in_slots(tw_wheel *w) {
     uint64_t best = TW_NEVER;
     size_t best_index = TW_SLOT_COUNT;
     for (unsigned level = 0; level < TW_LEVELS; level++) {
-      if (level > 0 && best <= tw__block_start(w->pos, level - 1, 1))
+      if (level > 0 && best <= tw__block_start(w->head.pos, level - 1, 1))
         break;
-      int ring_pos = first_live(w, level, tw__ring_pos(w->pos, level));
+      int ring_pos = first_live(w, level, tw__ring_pos(w->head.pos, level));
       if (ring_pos < 0)
         continue;
       size_t index = tw__slot_index(level, (unsigned)ring_pos);
-      if (w->slots[index].min < best) {
-        best = w->slots[index].min;
+      if (w->head.slots[index].min < best) {
+        best = w->head.slots[index].min;
         best_index = index;
       }
     }
     if (best_index == TW_SLOT_COUNT || !tw__is_dirty(w, best_index) ||
-        w->slots[best_index].count > TW_RESCAN_LIMIT)
+        w->head.slots[best_index].count > TW_RESCAN_LIMIT)
       return best;
     tw__rescan(w, best_index);
   }
@@ -113,25 +113,26 @@ uint64_t tw_next_expiry(tw_wheel *w) {
   if (!w || w->free_pending)
     return TW_NEVER;
   if (w->collecting != TW_SLOT_COUNT &&
-      (w->slots[w->collecting].count == 0 ||
+      (w->head.slots[w->collecting].count == 0 ||
        (tw__is_dirty(w, w->collecting) &&
-        w->slots[w->collecting].count <= TW_RESCAN_LIMIT))) {
+        w->head.slots[w->collecting].count <= TW_RESCAN_LIMIT))) {
     size_t unlimited = TW_ALL; /* a budget stopped it: finish it, it is small */
     collect(w, &unlimited);
   }
   tw__sort_due(w);
   earliest = min_u64(first_deadline(&w->due), first_deadline(&w->firing));
   if (w->collecting != TW_SLOT_COUNT)
-    earliest = min_u64(earliest, w->slots[w->collecting].min);
+    earliest = min_u64(earliest, w->head.slots[w->collecting].min);
   return min_u64(earliest, earliest_in_slots(w));
 }
 
 uint64_t tw__next_times(tw_wheel *w, uint64_t *expiry) {
   *expiry = tw_next_expiry(w);
-  if (*expiry == TW_NEVER && (!w || w->free_pending || w->count == 0))
+  if (*expiry == TW_NEVER && (!w || w->free_pending || w->head.count == 0))
     return TW_NEVER;
-  if (w->unfinished || w->pos < w->now || w->collecting != TW_SLOT_COUNT)
-    return min_u64(*expiry, w->now); /* a budget left work to do */
+  if (w->unfinished || w->head.pos < w->head.now ||
+      w->collecting != TW_SLOT_COUNT)
+    return min_u64(*expiry, w->head.now); /* a budget left work to do */
   return tw__maintenance_time(w, *expiry);
 }
 
@@ -190,7 +191,7 @@ static inline void collect_one(tw_wheel *w, tw_timer *t, uint64_t last_due,
  * order.
  */
 static int collect(tw_wheel *w, size_t *work) {
-  tw_link *head = &w->slots[w->collecting].timers;
+  tw_link *head = &w->head.slots[w->collecting].timers;
   tw_link back;
   int from_tail = 0;
 
@@ -199,7 +200,7 @@ static int collect(tw_wheel *w, size_t *work) {
     tw_timer *t = from_tail ? tw__list_last(head) : tw__list_first(head);
     (*work)--;
     tw__detach(w, t);
-    collect_one(w, t, w->pos, from_tail ? &back : &w->firing, from_tail,
+    collect_one(w, t, w->head.pos, from_tail ? &back : &w->firing, from_tail,
                 &w->collect_in_order);
   }
   join_firing(w, &back, &w->collect_in_order);
@@ -219,8 +220,8 @@ static int collect(tw_wheel *w, size_t *work) {
 static int can_collect_whole(const tw_wheel *w, const struct next_slot *next,
                              size_t work) {
   const uint64_t *level0 = &w->occupied[tw__ring_pos(next->start, 0) / 64];
-  if (next->level != 1 || next->start + (TW_SLOTS - 1) > w->now ||
-      w->slots[next->index].count > work)
+  if (next->level != 1 || next->start + (TW_SLOTS - 1) > w->head.now ||
+      w->head.slots[next->index].count > work)
     return 0;
   for (unsigned k = 0; k < TW_SLOTS / 64; k++) /* the span's half of level 0 */
     if (level0[k])
@@ -270,7 +271,7 @@ static inline void bucket_one(tw_wheel *w, struct buckets *b, tw_link *node,
  */
 static TW_NOINLINE void
 collect_whole_slot(tw_wheel *w, const struct next_slot *next, size_t *work) {
-  struct tw__slot *slot = &w->slots[next->index];
+  struct tw__slot *slot = &w->head.slots[next->index];
   tw_link *front = slot->timers.next, *back = slot->timers.prev;
   size_t left = slot->count;
   struct buckets b;
@@ -312,15 +313,16 @@ collect_whole_slot(tw_wheel *w, const struct next_slot *next, size_t *work) {
 static int step(tw_wheel *w, size_t *work) {
   struct next_slot next;
 
-  if (w->pos == w->now) /* every occupied slot starts after pos (wheel.h) */
-    return 0;           /* horizon stays a bound: the next step searches */
-  if (w->now < w->horizon) { /* nothing starts by now: no search */
-    tw__set_pos(w, w->now);
+  if (w->head.pos ==
+      w->head.now) /* every occupied slot starts after pos (wheel.h) */
+    return 0;      /* horizon stays a bound: the next step searches */
+  if (w->head.now < w->horizon) { /* nothing starts by now: no search */
+    tw__set_pos(w, w->head.now);
     return 0;
   }
-  if (!earliest_slot(w, &next) || next.start > w->now) {
+  if (!earliest_slot(w, &next) || next.start > w->head.now) {
     w->horizon = next.start; /* TW_NEVER when none */
-    tw__set_pos(w, w->now);
+    tw__set_pos(w, w->head.now);
     return 0;
   }
   if (*work == 0)
@@ -351,7 +353,7 @@ static void take_due(tw_wheel *w) {
     return;
   tw__list_init(&later);
   while (!tw__list_empty(&w->due) &&
-         tw__list_last(&w->due)->tw__deadline > w->pos) {
+         tw__list_last(&w->due)->tw__deadline > w->head.pos) {
     tw_timer *t = tw__list_last(&w->due);
     tw__list_unlink(&t->tw__link);
     tw__list_prepend(&later, &t->tw__link);
@@ -370,10 +372,10 @@ static void take_due(tw_wheel *w) {
 static uint64_t next_period(const tw_wheel *w, const tw_timer *t) {
   if (t->tw__order & TW_FIXED_RATE) {
     uint64_t next = tw__saturating_add(t->tw__deadline, t->tw__repeat);
-    if (next >= w->now)
+    if (next >= w->head.now)
       return next;
   }
-  return tw__saturating_add(w->now, t->tw__repeat);
+  return tw__saturating_add(w->head.now, t->tw__repeat);
 }
 
 /*
@@ -411,8 +413,8 @@ static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire, size_t work) {
 
   if (!w || w->advancing)
     return 0;
-  if (now > w->now)
-    w->now = now;
+  if (now > w->head.now)
+    w->head.now = now;
   w->advancing = 1;
   /* A collection a budget stopped comes first: its timers fire before
    * anything started since with the same deadline. */
@@ -429,7 +431,7 @@ static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire, size_t work) {
     w->break_pending = 0;
     return ran;
   }
-  if (w->pos == w->now && work > 0 && w->now >= w->pace_next)
+  if (w->head.pos == w->head.now && work > 0 && w->head.now >= w->pace_next)
     work -= tw__pace(w, work);
   w->unfinished = work == 0;
   return ran;

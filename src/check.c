@@ -43,20 +43,20 @@ static int is_source(uint64_t pos, size_t index) {
  * not move them. */
 static const char *check_emptied_slot(const tw_wheel *w, size_t index) {
   unsigned level = tw__level_of_index(index);
-  uint64_t start = tw__index_start(w->pos, index);
+  uint64_t start = tw__index_start(w->head.pos, index);
   uint64_t width = (uint64_t)1 << tw__shift(level);
-  if (start <= w->pos || start < w->horizon)
+  if (start <= w->head.pos || start < w->horizon)
     FAIL("emptied slot %zu starts at %llu: pos %llu, horizon %llu", index,
-         (unsigned long long)start, (unsigned long long)w->pos,
+         (unsigned long long)start, (unsigned long long)w->head.pos,
          (unsigned long long)w->horizon);
-  if (level > 0 && start - width > w->pos && w->pace_next > start - width)
+  if (level > 0 && start - width > w->head.pos && w->pace_next > start - width)
     FAIL("emptied slot %zu becomes a source at %llu, pace_next %llu", index,
          (unsigned long long)(start - width), (unsigned long long)w->pace_next);
   return NULL;
 }
 
 static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
-  const struct tw__slot *slot = &w->slots[index];
+  const struct tw__slot *slot = &w->head.slots[index];
   unsigned level = tw__level_of_index(index);
   unsigned ring_pos = tw__ring_pos_of_index(index);
   int bit = tw__is_occupied(w, index);
@@ -70,13 +70,13 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   if (slot->dirty && !bit)
     FAIL("slot %zu: dirty but not occupied", index);
   if (tw__list_empty(&slot->timers)) { /* most slots: cheap */
-    if (slot->timers.prev != &slot->timers || w->slots[index].count)
-      FAIL("slot %zu: empty list, count %u", index, w->slots[index].count);
+    if (slot->timers.prev != &slot->timers || w->head.slots[index].count)
+      FAIL("slot %zu: empty list, count %u", index, w->head.slots[index].count);
     if (bit && index != w->collecting)
       return check_emptied_slot(w, index);
     return NULL;
   }
-  start = tw__slot_start(w->pos, level, ring_pos);
+  start = tw__slot_start(w->head.pos, level, ring_pos);
   width = (uint64_t)1 << tw__shift(level);
   if (start < w->horizon)
     FAIL("slot %zu starts at %llu, before horizon %llu", index,
@@ -91,11 +91,12 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
       FAIL("slot %zu (start %llu): deadline %llu before it", index,
            (unsigned long long)start, (unsigned long long)t->tw__deadline);
     if (t->tw__deadline - start < width && index != w->collecting &&
-        rule_slot(w->pos, t->tw__deadline) != index &&
-        !is_source(w->pos, index))
+        rule_slot(w->head.pos, t->tw__deadline) != index &&
+        !is_source(w->head.pos, index))
       FAIL("slot %zu: deadline %llu belongs in slot %zu (pos %llu)", index,
            (unsigned long long)t->tw__deadline,
-           rule_slot(w->pos, t->tw__deadline), (unsigned long long)w->pos);
+           rule_slot(w->head.pos, t->tw__deadline),
+           (unsigned long long)w->head.pos);
     if (t->tw__deadline < min)
       min = t->tw__deadline;
     if (tw__tag(t) & TW_MAY_HOLD_MIN)
@@ -110,14 +111,14 @@ static const char *check_slot(const tw_wheel *w, size_t index, size_t *timers) {
   }
   if (slot->timers.prev != prev)
     FAIL("slot %zu: broken tail link", index);
-  if (w->slots[index].count != (uint32_t)length)
-    FAIL("slot %zu: count %u, %zu timers", index, w->slots[index].count,
+  if (w->head.slots[index].count != (uint32_t)length)
+    FAIL("slot %zu: count %u, %zu timers", index, w->head.slots[index].count,
          length);
   if (!bit)
     FAIL("slot %zu: %zu timers, occupied bit clear", index, length);
-  if (start <= w->pos && index != w->collecting)
+  if (start <= w->head.pos && index != w->collecting)
     FAIL("slot %zu starts at %llu, not after pos %llu", index,
-         (unsigned long long)start, (unsigned long long)w->pos);
+         (unsigned long long)start, (unsigned long long)w->head.pos);
   if (slot->min < start || slot->min > min)
     FAIL("slot %zu: min %llu outside [start %llu, earliest %llu]", index,
          (unsigned long long)slot->min, (unsigned long long)start,
@@ -187,33 +188,34 @@ const char *tw__check(const tw_wheel *w, int full) {
 
   if (!w)
     return NULL;
-  if (w->pos > w->now)
-    FAIL("pos %llu after now %llu", (unsigned long long)w->pos,
-         (unsigned long long)w->now);
+  if (w->head.pos > w->head.now)
+    FAIL("pos %llu after now %llu", (unsigned long long)w->head.pos,
+         (unsigned long long)w->head.now);
   if (w->collecting != TW_SLOT_COUNT &&
       (w->collecting >= TW_LEVEL_SLOTS ||
-       tw__slot_start(w->pos, 0, (unsigned)w->collecting) != w->pos))
+       tw__slot_start(w->head.pos, 0, (unsigned)w->collecting) != w->head.pos))
     FAIL("collecting slot %zu is not the level-0 slot at pos", w->collecting);
   if ((err = check_bitmaps(w)) || (err = check_slots(w, full, &timers)))
     return err;
   if ((err = check_due_list(
-           &w->firing, "firing", w->pos,
+           &w->firing, "firing", w->head.pos,
            w->collecting == TW_SLOT_COUNT || w->collect_in_order, &timers)))
     return err;
-  if ((err = check_due_list(&w->due, "due", w->now, !w->due_unsorted, &timers)))
+  if ((err = check_due_list(&w->due, "due", w->head.now, !w->due_unsorted,
+                            &timers)))
     return err;
-  if (timers != w->count)
-    FAIL("count %zu, %zu timers waiting", w->count, timers);
+  if (timers != w->head.count)
+    FAIL("count %zu, %zu timers waiting", w->head.count, timers);
   /* The pace must run by the time a source owes a batch (at the next
    * advance, whatever its time, when that is already past). */
-  if (w->pace_next > w->pos && w->pace_next > tw__pace_due(w))
+  if (w->pace_next > w->head.pos && w->pace_next > tw__pace_due(w))
     FAIL("pace_next %llu, but a source owes a batch at %llu",
          (unsigned long long)w->pace_next, (unsigned long long)tw__pace_due(w));
   for (unsigned level = 0; level < TW_LEVELS; level++)
-    if (w->level_end[level] != tw__level_end(w->pos, level))
+    if (w->head.level_end[level] != tw__level_end(w->head.pos, level))
       FAIL("level %u ends at %llu, not %llu at pos %llu", level,
-           (unsigned long long)w->level_end[level],
-           (unsigned long long)tw__level_end(w->pos, level),
-           (unsigned long long)w->pos);
+           (unsigned long long)w->head.level_end[level],
+           (unsigned long long)tw__level_end(w->head.pos, level),
+           (unsigned long long)w->head.pos);
   return NULL;
 }

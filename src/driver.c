@@ -57,7 +57,7 @@ void tw__driver_emptied(tw_driver *d) {
 
 /* As the inline one in twheel.h. */
 void tw_driver_stopped(tw_driver *d) {
-  if (d && !d->closed && d->wheel->count == 0)
+  if (d && !d->closed && d->wheel->head.count == 0)
     tw__driver_emptied(d);
 }
 

@@ -59,7 +59,8 @@ static struct window drain_window(uint64_t block_start, unsigned level) {
 static uint64_t paid_up_to(const tw_wheel *w, unsigned level,
                            uint64_t block_start) {
   const struct tw_pace *pace = &w->pace[level];
-  return pace->block == tw__block(w->pos, level) ? pace->since : block_start;
+  return pace->block == tw__block(w->head.pos, level) ? pace->since
+                                                      : block_start;
 }
 
 /* The moves a source of `count` timers is paid in. */
@@ -118,28 +119,28 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
 
     if (!tw__occupied_words_of(w, level + 1))
       continue; /* the level above is empty: no source now or next */
-    source = tw__source_of(w->pos, level);
+    source = tw__source_of(w->head.pos, level);
     if (source == TW_SLOT_COUNT)
       continue;
-    block_start = tw__block_start(w->pos, level, 0);
+    block_start = tw__block_start(w->head.pos, level, 0);
     block = (uint64_t)1 << tw__shift(level + 1);
     if (block_start + block < next) /* a new source then */
       next = block_start + block;
     win = drain_window(block_start, level);
     since = paid_up_to(w, level, block_start);
-    pace->block = tw__block(w->pos, level);
+    pace->block = tw__block(w->head.pos, level);
     pace->since = since;
-    want = owed(w->slots[source].count, win, since, w->pos);
+    want = owed(w->head.slots[source].count, win, since, w->head.pos);
     if (want > budget - moved) {
       moved += tw__drain(w, source, budget - moved);
-      next = w->pos; /* the budget ran out: look again next advance */
+      next = w->head.pos; /* the budget ran out: look again next advance */
       continue;
     }
     if (want > 0) {
       moved += tw__drain(w, source, (size_t)want);
-      pace->since = w->pos;
+      pace->since = w->head.pos;
     }
-    due = when_owing_a_batch(w->slots[source].count, win, pace->since);
+    due = when_owing_a_batch(w->head.slots[source].count, win, pace->since);
     if (due < next)
       next = due;
   }
@@ -165,8 +166,8 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
 uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
   uint64_t earliest = limit;
   for (unsigned level = 0; level < TW_TOP; level++) {
-    size_t source = tw__source_of(w->pos, level);
-    uint64_t block_start = tw__block_start(w->pos, level, 0);
+    size_t source = tw__source_of(w->head.pos, level);
+    uint64_t block_start = tw__block_start(w->head.pos, level, 0);
     uint64_t block = (uint64_t)1 << tw__shift(level + 1);
     uint64_t at, start, from;
     unsigned source_pos;
@@ -174,7 +175,7 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
 
     if (source == TW_SLOT_COUNT)
       continue;
-    at = when_owing_maintenance(w->slots[source].count,
+    at = when_owing_maintenance(w->head.slots[source].count,
                                 drain_window(block_start, level),
                                 paid_up_to(w, level, block_start));
     if (at < earliest)
@@ -185,12 +186,12 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
          ring_pos >= 0 && (unsigned)ring_pos != source_pos;
          ring_pos = tw__first_occupied(w, level + 1, (unsigned)ring_pos)) {
       size_t next = tw__slot_index(level + 1, (unsigned)ring_pos);
-      start = tw__slot_start(w->pos, level + 1, (unsigned)ring_pos);
+      start = tw__slot_start(w->head.pos, level + 1, (unsigned)ring_pos);
       if (start <= from || start - block >= earliest)
         break; /* wrapped round, or a source only after the answer */
       from = start;
-      if (w->slots[next].count > TW_MAINTENANCE_MOVES) {
-        at = when_owing(w->slots[next].count, TW_MAINTENANCE_MOVES,
+      if (w->head.slots[next].count > TW_MAINTENANCE_MOVES) {
+        at = when_owing(w->head.slots[next].count, TW_MAINTENANCE_MOVES,
                         drain_window(start - block, level), start - block);
         if (at < earliest)
           earliest = at;
@@ -210,21 +211,21 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
 uint64_t tw__pace_due(const tw_wheel *w) {
   uint64_t due = TW_NEVER;
   for (unsigned level = 0; level < TW_TOP; level++) {
-    size_t source = tw__source_of(w->pos, level);
-    uint64_t block_start = tw__block_start(w->pos, level, 0);
+    size_t source = tw__source_of(w->head.pos, level);
+    uint64_t block_start = tw__block_start(w->head.pos, level, 0);
     uint64_t block = (uint64_t)1 << tw__shift(level + 1);
     unsigned slots = level + 1 == TW_TOP ? TW_SLOTS : TW_LEVEL_SLOTS;
     for (unsigned ring_pos = 0; ring_pos < slots; ring_pos++) {
       size_t index = tw__slot_index(level + 1, ring_pos);
-      uint64_t count = w->slots[index].count, at, start;
+      uint64_t count = w->head.slots[index].count, at, start;
       if (count == 0)
         continue;
       if (index == source) {
         at = when_owing_a_batch(count, drain_window(block_start, level),
                                 paid_up_to(w, level, block_start));
       } else {
-        start = tw__slot_start(w->pos, level + 1, ring_pos);
-        if (start < block || (at = start - block) <= w->pos)
+        start = tw__slot_start(w->head.pos, level + 1, ring_pos);
+        if (start < block || (at = start - block) <= w->head.pos)
           continue; /* not a source to come: the advance's own drain */
       }
       if (at < due)

@@ -5,7 +5,8 @@
  * straight-line code. Read wheel.h first: it states the invariant everything
  * here keeps.
  */
-#define TW__NO_INLINE /* this file defines tw_timer_start(_at) itself */
+#define TW__NO_INLINE /* this file defines tw_timer_start(_at), _stop itself   \
+                       */
 #include "wheel.h"
 
 #include <errno.h>
@@ -13,12 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SAME_OFFSET(field)                                                     \
-  (offsetof(tw_wheel, field) == offsetof(struct tw__wheel_head, field))
-_Static_assert(SAME_OFFSET(now) && SAME_OFFSET(next_seq) && SAME_OFFSET(pos) &&
-                   SAME_OFFSET(count) && SAME_OFFSET(level_end) &&
-                   SAME_OFFSET(slots),
-               "a wheel starts with struct tw__wheel_head (twheel.h)");
 _Static_assert(TW_LEVELS *TW_LEVEL_BITS == 64 &&
                    TW_SLOT_COUNT <= TW_INDEX_MASK + 1,
                "the levels cover 64 bits; a slot's index fits its tag bits");
@@ -50,14 +45,14 @@ _Static_assert(TW_SLOT_COUNT % 64 == 0 && TW_BITMAP_WORDS <= 64,
                "whole bitmap words, one bit each in occupied_words");
 
 static void set_occupied(tw_wheel *w, size_t index) {
-  w->slots[index].occupied = 1;
+  w->head.slots[index].occupied = 1;
   w->occupied[index / 64] |= tw__slot_bit(index);
   w->occupied_words |= (uint64_t)1 << (index / 64);
 }
 
 TW_NOINLINE void tw__clear_occupied(tw_wheel *w, size_t index) {
-  w->slots[index].occupied = 0;
-  w->slots[index].dirty = 0;
+  w->head.slots[index].occupied = 0;
+  w->head.slots[index].dirty = 0;
   if (!(w->occupied[index / 64] &= ~tw__slot_bit(index)))
     w->occupied_words &= ~((uint64_t)1 << (index / 64));
 }
@@ -92,11 +87,11 @@ tw_wheel *tw_wheel_new(uint64_t now) {
   if (!w)
     return NULL;
   memset(w, 0, tw_wheel_size());
-  w->now = w->pos = now;
+  w->head.now = w->head.pos = now;
   for (unsigned level = 0; level < TW_LEVELS; level++)
-    w->level_end[level] = tw__level_end(now, level);
+    w->head.level_end[level] = tw__level_end(now, level);
   for (size_t i = 0; i < TW_SLOT_COUNT; i++)
-    tw__list_init(&w->slots[i].timers);
+    tw__list_init(&w->head.slots[i].timers);
   tw__list_init(&w->due);
   tw__list_init(&w->firing);
   w->collecting = TW_SLOT_COUNT;
@@ -118,14 +113,14 @@ void tw_wheel_free(tw_wheel *w) {
   if (!w || w->free_pending)
     return;
   for (size_t i = 0; i < TW_SLOT_COUNT; i++) {
-    release_all(&w->slots[i].timers);
-    w->slots[i].count = 0;
-    w->slots[i].occupied = w->slots[i].dirty = 0;
+    release_all(&w->head.slots[i].timers);
+    w->head.slots[i].count = 0;
+    w->head.slots[i].occupied = w->head.slots[i].dirty = 0;
   }
   release_all(&w->due);
   release_all(&w->firing);
   w->collecting = TW_SLOT_COUNT;
-  w->count = 0;
+  w->head.count = 0;
   for (unsigned k = 0; k < TW_BITMAP_WORDS; k++)
     w->occupied[k] = 0;
   w->occupied_words = 0;
@@ -134,7 +129,7 @@ void tw_wheel_free(tw_wheel *w) {
      * deadline is after now, so that every start takes the slow path,
      * which refuses it: the fast paths need not test free_pending. */
     w->free_pending = 1;
-    w->now = TW_NEVER;
+    w->head.now = TW_NEVER;
   } else {
     free(w);
   }
@@ -147,11 +142,11 @@ size_t tw_wheel_size(void) {
 }
 
 uint64_t tw_now(const tw_wheel *w) {
-  return w ? w->now : 0;
+  return w ? w->head.now : 0;
 }
 
 size_t tw_count(const tw_wheel *w) {
-  return w ? w->count : 0;
+  return w ? w->head.count : 0;
 }
 
 uint64_t tw_moves(const tw_wheel *w) {
@@ -192,8 +187,8 @@ static TW_NOINLINE void now_occupied(tw_wheel *w, size_t index,
 static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
                            int at_head) {
   uint64_t deadline = t->tw__deadline;
-  size_t index = tw__filing_slot(w->pos, w->level_end, deadline);
-  struct tw__slot *slot = &w->slots[index];
+  size_t index = tw__filing_slot(w->head.pos, w->head.level_end, deadline);
+  struct tw__slot *slot = &w->head.slots[index];
 
   int ready = tw__slot_is_ready(slot);
   tw__slot_join(slot, index, t, deadline, order, at_head);
@@ -214,7 +209,7 @@ void tw__file(tw_wheel *w, tw_timer *t) {
  * of order merges in one pass).
  */
 size_t tw__drain(tw_wheel *w, size_t index, size_t limit) {
-  tw_link *head = &w->slots[index].timers;
+  tw_link *head = &w->head.slots[index].timers;
   size_t moved = 0;
 
   while (moved < limit && !tw__list_empty(head)) {
@@ -229,12 +224,12 @@ size_t tw__drain(tw_wheel *w, size_t index, size_t limit) {
 }
 
 void tw__rescan(tw_wheel *w, size_t index) {
-  tw_link *head = &w->slots[index].timers;
+  tw_link *head = &w->head.slots[index].timers;
   tw_link *node = head->next;
 
   /* Detach the chain at once; its last node still points at the head. */
   tw__list_init(head);
-  w->slots[index].count = 0;
+  w->head.slots[index].count = 0;
   tw__clear_occupied(w, index);
   while (node != head) {
     tw_link *next = node->next;
@@ -263,7 +258,7 @@ void tw__append_due(tw_wheel *w, tw_timer *t) {
 static int stays_in_slot(const tw_wheel *w, const tw_timer *t, size_t index,
                          uint64_t deadline) {
   return deadline >= t->tw__deadline ||
-         deadline >= tw__index_start(w->pos, index);
+         deadline >= tw__index_start(w->head.pos, index);
 }
 
 /*
@@ -276,27 +271,27 @@ static int stays_in_slot(const tw_wheel *w, const tw_timer *t, size_t index,
 static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline,
                        unsigned state) {
   uint64_t order =
-      w->next_seq++ << TW_SEQ_SHIFT | (t->tw__order & TW_FIXED_RATE);
+      w->head.next_seq++ << TW_SEQ_SHIFT | (t->tw__order & TW_FIXED_RATE);
 
   size_t index = tw__slot_of(t); /* for a timer in a slot */
 
-  if (state == TW_SLOT && deadline > w->now &&
+  if (state == TW_SLOT && deadline > w->head.now &&
       stays_in_slot(w, t, index, deadline)) {
     uint64_t was = t->tw__deadline;
     t->tw__deadline = deadline;
     t->tw__order = order | (t->tw__order & TW_PLACE_MASK);
     if (deadline < was)
-      t->tw__order |= tw__slot_lower_min(&w->slots[index], deadline);
-    else if (deadline != was && was == w->slots[index].min)
-      w->slots[index].dirty = 1;
+      t->tw__order |= tw__slot_lower_min(&w->head.slots[index], deadline);
+    else if (deadline != was && was == w->head.slots[index].min)
+      w->head.slots[index].dirty = 1;
     return;
   }
   if (state == TW_IDLE)
-    w->count++;
+    w->head.count++;
   else
     tw__detach(w, t);
   t->tw__deadline = deadline;
-  if (deadline > w->now) {
+  if (deadline > w->head.now) {
     file_in(w, t, order, 0);
   } else {
     t->tw__order = order | TW_IDLE;
@@ -324,20 +319,6 @@ void tw_timer_init(tw_timer *t) {
   t->tw__order = TW_IDLE;
 }
 
-/*
- * Stores only what changed: a timer is mostly restarted with the callback
- * and repeat it had. Measured faster despite the compares (the peer
- * benchmark's start+stop at N = 1e6), most likely because a start's first
- * access to the timer often misses the cache and each store to the line
- * waits in the CPU's store queue until it arrives.
- */
-static inline void set_callback(tw_timer *t, tw_timer_cb cb, uint64_t repeat) {
-  if (t->tw__cb != cb)
-    t->tw__cb = cb;
-  if (t->tw__repeat != repeat)
-    t->tw__repeat = repeat;
-}
-
 /* Every start but the common one below: checks, re-arms, the past. */
 static TW_NOINLINE int start_any(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                  uint64_t deadline, uint64_t repeat) {
@@ -345,7 +326,7 @@ static TW_NOINLINE int start_any(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
     return -EINVAL;
   if (deadline > TW_MAX_DEADLINE)
     deadline = TW_MAX_DEADLINE;
-  set_callback(t, cb, repeat);
+  tw__set_callback(t, cb, repeat);
   arm(w, t, deadline, tw__state(t));
   return 0;
 }
@@ -359,9 +340,9 @@ static TW_NOINLINE int start_any(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
  */
 int tw__timer_start_nonnull(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                             uint64_t deadline, uint64_t repeat) {
-  if ((t->tw__order & TW_STATE_MASK) == TW_IDLE && deadline > w->now &&
+  if ((t->tw__order & TW_STATE_MASK) == TW_IDLE && deadline > w->head.now &&
       deadline <= TW_MAX_DEADLINE) {
-    set_callback(t, cb, repeat);
+    tw__set_callback(t, cb, repeat);
     arm(w, t, deadline, TW_IDLE); /* for the future: straight to file_in */
     return 0;
   }
@@ -384,7 +365,7 @@ int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb, uint64_t timeout,
                    uint64_t repeat) {
   if (!w)
     return -EINVAL;
-  return tw__timer_start_at(w, t, cb, tw__saturating_add(w->now, timeout),
+  return tw__timer_start_at(w, t, cb, tw__saturating_add(w->head.now, timeout),
                             repeat);
 }
 
@@ -402,17 +383,11 @@ static TW_NOINLINE int stop_any(tw_wheel *w, tw_timer *t) {
  * occupied bit stays set (wheel.h): a request timeout stopped and the next
  * one started in the same slot cost no bitmap work, and finding the slot's
  * bounds already in place, the next timer filed there only sets its
- * minimum (file_in). The inline stop (twheel.h) does the same for a timer
- * that does not hold its slot's minimum.
+ * minimum (tw__slot_join). The inline stop (twheel.h) is the same.
  */
 int tw__timer_stop(tw_wheel *w, tw_timer *t) {
-  if (w && t && (t->tw__order & TW_STATE_MASK) == TW_SLOT &&
-      tw__slot_of(t) < TW_SLOT_COUNT) {
-    tw__leave_slot_keeping(w, t, tw__slot_of(t), 1);
-    tw__set_place(t, TW_IDLE);
-    w->count--;
+  if (w && t && tw__stop_in_slot(w->head.slots, &w->head.count, t))
     return 0;
-  }
   return stop_any(w, t);
 }
 
@@ -424,7 +399,7 @@ int tw_timer_again(tw_wheel *w, tw_timer *t) {
   if (!usable(w, t) || !t->tw__cb)
     return -EINVAL;
   if (t->tw__repeat)
-    arm(w, t, tw__saturating_add(w->now, t->tw__repeat), tw__state(t));
+    arm(w, t, tw__saturating_add(w->head.now, t->tw__repeat), tw__state(t));
   return 0;
 }
 

@@ -30,6 +30,8 @@
  *   after a stop empties it: every such slot but the collecting one starts
  *   after pos and no earlier than horizon, and above level 0 pace_next is
  *   no later than the time it becomes a source, as if it held a timer.
+ *   The slot's own `occupied` mark equals its bit; its `dirty` flag is set
+ *   only while the bit is.
  *
  * So the earliest deadline is the smallest first-slot minimum over the
  * levels (each level's slots hold disjoint, increasing ranges), and a level-0
@@ -38,7 +40,7 @@
  *
  * Each slot keeps its count (for the pace), and `min`: no later than any
  * deadline in it and no earlier than its start; exact unless the slot's
- * dirty bit is set (the timer holding the minimum left or moved later).
+ * `dirty` flag is set (the timer holding the minimum left or moved later).
  * tw_next_expiry re-files a dirty slot to make it exact when it holds at
  * most TW_RESCAN_LIMIT timers, and otherwise answers its bound: a time at
  * which nothing fires, the slot is drained, and the next answer is exact.
@@ -91,10 +93,10 @@
  * Where a timer waits, in the low TW__SEQ_SHIFT bits of tw__order (see
  * twheel.h; the start sequence is above them): its state in bits 14-16, and
  * for a timer in a slot the slot's index in bits 0-11 and TW__MAY_HOLD_MIN
- * (bit 12) on the timer that set the slot's minimum as it was filed. While
- * the slot is clean that timer still holds it, so only it, moved later, can
- * leave the minimum inexact: the others are re-armed later with a plain
- * store, even inline. Any state other than these
+ * (bit 12) on the timer that set the slot's minimum as it was filed or
+ * moved earlier. While the slot is clean that timer still holds it, so only
+ * it, stopped or moved later, can leave the minimum inexact: the others are
+ * re-armed later with a plain store, even inline. Any state other than these
  * three means tw_timer_init() was never called (zeroed memory included).
  * Bit 13 is the timer's one option, TW_FIXED_RATE, which every move keeps.
  */
@@ -121,15 +123,10 @@ struct tw_pace {
 };
 
 struct tw_wheel {
-  /* First, as struct tw__wheel_head (twheel.h's inline paths use them): */
-  uint64_t now;      /* what tw_now() says: the latest advance's time */
-  uint64_t next_seq; /* start sequence: orders equal deadlines */
-  uint64_t pos;      /* the slots' reference time, <= now */
-  size_t count;      /* active timers */
-  /* level_end[L]: where level L's two blocks end at pos (tw__level_end),
-   * kept by tw__set_pos: a filing compares with one of them. */
-  uint64_t level_end[TW_LEVELS];
-  struct tw__slot slots[TW_SLOT_COUNT];
+  /* First, so that twheel.h's inline paths find it at the wheel's address:
+   * the time, start sequence, position, count, level ends (tw__level_end,
+   * kept by tw__set_pos) and slots. */
+  struct tw__wheel_head head;
   /* The rest is the library's own. */
   uint64_t moves;       /* timers moved between slots (tw_moves) */
   int advancing;        /* inside tw_advance: callbacks may be running */
@@ -287,11 +284,11 @@ static inline uint64_t tw__level_end(uint64_t pos, unsigned level) {
 
 /* Moves pos, keeping level_end true (only the levels whose block changed). */
 static inline void tw__set_pos(tw_wheel *w, uint64_t pos) {
-  uint64_t changed = w->pos ^ pos;
-  w->pos = pos;
+  uint64_t changed = w->head.pos ^ pos;
+  w->head.pos = pos;
   for (unsigned level = 0; level < TW_TOP && changed >> tw__shift(level + 1);
        level++)
-    w->level_end[level] = tw__level_end(pos, level);
+    w->head.level_end[level] = tw__level_end(pos, level);
 }
 
 /* Level `level`'s source: the index of the level-(level+1) slot spanning
@@ -337,7 +334,7 @@ static inline int tw__is_occupied(const tw_wheel *w, size_t index) {
 }
 
 static inline int tw__is_dirty(const tw_wheel *w, size_t index) {
-  return w->slots[index].dirty;
+  return w->head.slots[index].dirty;
 }
 
 /* Bit k: word k of `level`'s occupied bits has one set. */
@@ -347,8 +344,8 @@ static inline unsigned tw__occupied_words_of(const tw_wheel *w,
          ((1u << TW_WORDS) - 1);
 }
 
-/* Clears slot `index`'s bits: it lost its last timer, or a search met it
- * empty. Apart from the hot paths. */
+/* Clears slot `index`'s occupied bit and marks: it lost its last timer, or
+ * a search met it empty. Apart from the hot paths. */
 void tw__clear_occupied(tw_wheel *w, size_t index);
 
 /* ---- Leaving a slot ----
@@ -356,16 +353,10 @@ void tw__clear_occupied(tw_wheel *w, size_t index);
  * (advance.c) pay no call per timer. */
 
 /* Unlinks a timer from slot `index`, which it is in (tw__slot_leave). A
- * slot it leaves empty loses its bit, unless `keep_bits` (a stop: see
- * `occupied`). */
-static inline void tw__leave_slot_keeping(tw_wheel *w, tw_timer *t,
-                                          size_t index, int keep_bits) {
-  if (tw__slot_leave(&w->slots[index], t) == 0 && !keep_bits)
-    tw__clear_occupied(w, index);
-}
-
+ * slot it leaves empty loses its bit (a stop keeps it: see `occupied`). */
 static inline void tw__leave_slot(tw_wheel *w, tw_timer *t, size_t index) {
-  tw__leave_slot_keeping(w, t, index, 0);
+  if (tw__slot_leave(&w->head.slots[index], t) == 0)
+    tw__clear_occupied(w, index);
 }
 
 /* Unlinks an active timer from wherever it waits, keeping counts, bitmaps
@@ -381,7 +372,7 @@ static inline void tw__detach(tw_wheel *w, tw_timer *t) {
 static inline void tw__disarm(tw_wheel *w, tw_timer *t) {
   tw__detach(w, t);
   tw__set_place(t, TW_IDLE);
-  w->count--;
+  w->head.count--;
 }
 
 /* ---- Firing order (order.c) ---- */

@@ -86,11 +86,11 @@ static int fires_before(int a, int b) {
 }
 
 /*
- * Timers started and stopped by both kinds of call, taking turns, in one
- * level-1 slot (deadlines 1301-1347) and in level-0 slots (1250-1279): a
- * slot's first timer, its minimum's holder, a slot a stop left empty,
- * equal deadlines. The wheel stays valid after every call and fires the
- * survivors in deadline order, equal ones by latest start.
+ * Timers started, re-armed later and stopped by both kinds of call, taking
+ * turns, in one level-1 slot (deadlines 1280-1535) and in level-0 slots
+ * (1250-1279): a slot's first timer, its minimum's holder, a slot a stop
+ * left empty, equal deadlines. The wheel stays valid after every call and
+ * fires the survivors in deadline order, equal ones by latest start.
  */
 Test(exported, mixed_with_the_inline_calls_on_one_wheel) {
   int expected[TIMERS], n = 0;
@@ -106,6 +106,8 @@ Test(exported, mixed_with_the_inline_calls_on_one_wheel) {
   start(4, 305, 0);
   start(0, 250, 0); /* back into the level-0 slot its stop left empty */
   start(12, 262, 1);
+  start(2, 400, 0); /* active, later: the store, inline and exported */
+  start(7, 400, 1);
   cr_assert_eq(tw_next_expiry(wheel), 1250);
 
   for (int i = 0; i < TIMERS; i++) { /* insertion sort of the live ones */
