@@ -538,18 +538,17 @@ static inline void tw__set_callback(tw_timer *t, tw_timer_cb cb,
     t->tw__repeat = repeat;
 }
 
-/* The stop of `t`, waiting in one of `slots` (a wheel's), that leaves the
- * slot and counts one timer less in *count: 1 if done, 0 if `t` does not
+/* The stop of `t` if it waits in one of the wheel's slots: it leaves the
+ * slot, and the wheel counts one timer less. 1 if done, 0 if `t` does not
  * wait in a slot. A slot a stop empties stays occupied (src/wheel.c,
  * tw__timer_stop). */
-static inline int tw__stop_in_slot(struct tw__slot *slots, size_t *count,
-                                   tw_timer *t) {
+static inline int tw__stop_in_slot(struct tw__wheel_head *head, tw_timer *t) {
   uint64_t order = t->tw__order;
   if (!tw__in_slot(order))
     return 0;
-  tw__slot_leave(&slots[order & TW__INDEX_MASK], t);
+  tw__slot_leave(&head->slots[order & TW__INDEX_MASK], t);
   t->tw__order = (order & ~(uint64_t)TW__PLACE_MASK) | TW__IDLE;
-  (*count)--;
+  head->count--;
   return 1;
 }
 
@@ -626,7 +625,7 @@ static inline int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
 }
 
 static inline int tw_timer_stop(tw_wheel *w, tw_timer *t) {
-  if (w && t && tw__stop_in_slot(tw__head(w)->slots, &tw__head(w)->count, t))
+  if (w && t && tw__stop_in_slot(tw__head(w), t))
     return 0;
   return tw__timer_stop(w, t);
 }

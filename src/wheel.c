@@ -386,7 +386,7 @@ static TW_NOINLINE int stop_any(tw_wheel *w, tw_timer *t) {
  * minimum (tw__slot_join). The inline stop (twheel.h) is the same.
  */
 int tw__timer_stop(tw_wheel *w, tw_timer *t) {
-  if (w && t && tw__stop_in_slot(w->head.slots, &w->head.count, t))
+  if (w && t && tw__stop_in_slot(&w->head, t))
     return 0;
   return stop_any(w, t);
 }
