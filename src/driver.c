@@ -8,8 +8,7 @@
  * it early (a wakeup then fires nothing and re-arms); tw_driver_expired sets
  * it to the wheel's next wakeup when its slice returns.
  */
-#define TW__NO_INLINE /* this file defines tw_driver_started(stopped) itself   \
-                       */
+#define TW__NO_INLINE /* this file defines the driver's inline pair itself */
 #include "wheel.h"
 
 #include <errno.h>

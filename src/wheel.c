@@ -5,8 +5,7 @@
  * straight-line code. Read wheel.h first: it states the invariant everything
  * here keeps.
  */
-#define TW__NO_INLINE /* this file defines tw_timer_start(_at), _stop itself   \
-                       */
+#define TW__NO_INLINE /* this file defines the starts and the stop itself */
 #include "wheel.h"
 
 #include <errno.h>
@@ -14,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(TW_LEVELS *TW_LEVEL_BITS == 64 &&
+_Static_assert((TW_LEVELS * TW_LEVEL_BITS) == 64 &&
                    TW_SLOT_COUNT <= TW_INDEX_MASK + 1,
                "the levels cover 64 bits; a slot's index fits its tag bits");
 /* The wheel is aligned to a cache line so that no slot straddles two. */

@@ -111,16 +111,15 @@ Test(exported, mixed_with_the_inline_calls_on_one_wheel) {
   cr_assert_eq(tw_next_expiry(wheel), 1250);
 
   for (int i = 0; i < TIMERS; i++) { /* insertion sort of the live ones */
-    int k = n++;
-    if (!live[i]) {
-      n--;
+    int k = n;
+    if (!live[i])
       continue;
-    }
     while (k > 0 && fires_before(i, expected[k - 1])) {
       expected[k] = expected[k - 1];
       k--;
     }
     expected[k] = i;
+    n++;
   }
   cr_assert_eq(tw_advance(wheel, 2000, TW_ALL), (size_t)n);
   cr_assert_eq(tw_count(wheel), 0);
