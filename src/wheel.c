@@ -333,9 +333,12 @@ static TW_NOINLINE int start_any(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
 /*
  * The common start, an inactive timer armed for the future, is filed here
  * with no other branch on the way; everything else goes to start_any. The
- * header's inline start has tested the pointers and done the re-arm in
- * place when it could. A wheel freed from a callback has now = TW_NEVER
- * (tw_wheel_free), so no start is for its future.
+ * header's inline start has tested the pointers and done what it could in
+ * place (a re-arm later, or a start into a slot in use): a caller of it
+ * comes here for a slot that is not occupied yet, whose filing moves the
+ * wheel's bounds (now_occupied), or for the rare cases. A wheel freed from
+ * a callback has now = TW_NEVER (tw_wheel_free), so no start is for its
+ * future.
  */
 int tw__timer_start_nonnull(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                             uint64_t deadline, uint64_t repeat) {
