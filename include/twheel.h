@@ -364,10 +364,11 @@ TW_EXTERN const char *tw_strerror(int err);
  *  - the idle-timeout reset, a timer waiting in a slot, not holding its
  *    minimum (TW__MAY_HOLD_MIN), re-armed for the same or a later
  *    deadline, still in the future: a few stores;
- *  - the start of an inactive timer for the future: it joins the tail of
- *    the slot the filing rule names (src/wheel.h) when that slot is
- *    occupied (it holds timers, or a stop left it empty), keeping the
- *    slot's count and minimum; no bound of the wheel moves;
+ *  - the start of an inactive timer for the future (not a fixed-rate
+ *    one): it joins the tail of the slot the filing rule names
+ *    (src/wheel.h) when that slot is occupied (it holds timers, or a stop
+ *    left it empty), keeping the slot's count and minimum; no bound of the
+ *    wheel moves;
  *  - the stop of a timer waiting in a slot: it leaves the slot, which is
  *    dirty if the timer held its minimum.
  * Every other case calls the library (tw__timer_start_nonnull once the
@@ -426,7 +427,7 @@ static inline struct tw__wheel_head *tw__head(tw_wheel *w) {
 
 static inline unsigned tw__highest_bit(uint64_t x) { /* x != 0 */
 #if defined(__GNUC__)
-  return 63u - (unsigned)__builtin_clzll(x);
+  return 63u ^ (unsigned)__builtin_clzll(x); /* 63 - clz, in one bsr */
 #else
   unsigned bit = 0;
   while (x >>= 1)
@@ -568,21 +569,22 @@ static inline int tw__store_restart(tw_wheel *w, tw_timer *t, uint64_t order,
 
 /* The start of an inactive `t` (tw__order `order`) for a deadline in the
  * future, filed in an occupied slot: 1 if done, 0 if the library must do
- * the start. */
+ * the start. A fixed-rate timer (libevent's EV_PERSIST) is left to the
+ * library, so that the new tw__order takes nothing from the old one: 5
+ * instructions fewer per start (callgrind, bench's start+stop). */
 static inline int tw__file_inactive(tw_wheel *w, tw_timer *t, uint64_t order,
                                     tw_timer_cb cb, uint64_t deadline,
                                     uint64_t repeat) {
   struct tw__wheel_head *head = tw__head(w);
   size_t index;
-  if ((order & TW__STATE_MASK) != TW__IDLE || deadline <= head->now ||
-      deadline >= TW_NEVER)
+  if ((order & (TW__STATE_MASK | TW__FIXED_RATE)) != TW__IDLE ||
+      deadline <= head->now || deadline >= TW_NEVER)
     return 0;
   index = tw__filing_slot(head->pos, head->level_end, deadline);
   if (!tw__slot_is_ready(&head->slots[index]))
     return 0;
   tw__slot_join(&head->slots[index], index, t, deadline,
-                head->next_seq++ << TW__SEQ_SHIFT | (order & TW__FIXED_RATE),
-                0);
+                head->next_seq++ << TW__SEQ_SHIFT, 0);
   head->count++;
   tw__set_callback(t, cb, repeat);
   t->tw__deadline = deadline;
