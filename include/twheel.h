@@ -592,10 +592,14 @@ static inline int tw__file_inactive(tw_wheel *w, tw_timer *t, uint64_t order,
 }
 
 /* tw_timer_is_active(t) for a timer (not NULL), with no call in the
- * common case, a timer waiting in a slot. */
+ * common cases: a timer waiting in a slot, an inactive one. */
 static inline int tw__is_active(const tw_timer *t) {
-  return (t->tw__order & TW__STATE_MASK) == TW__IN_SLOT ||
-         tw_timer_is_active(t);
+  uint64_t state = t->tw__order & TW__STATE_MASK;
+  if (state == TW__IN_SLOT)
+    return 1;
+  if (state == TW__IDLE)
+    return 0;
+  return tw_timer_is_active(t);
 }
 
 #ifndef TW__NO_INLINE
