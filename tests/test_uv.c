@@ -261,6 +261,57 @@ Test(uv, the_inline_reset_reads_the_time_uv_now_returns) {
   }
 }
 
+/* The inline start of a timer started before (into a slot in use) and the
+ * inline stop keep the liveness count as the library does: the loop is
+ * alive exactly while a referenced timer is active. 5 s: nothing fires. */
+Test(uv, inline_start_and_stop_keep_the_loop_alive_exactly) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start(&p[0], 5000, 0); /* first starts: the library's */
+  start(&p[1], 5000, 0);
+  tw_uv_timer_unref(&p[1].t);
+  cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0); /* the last referenced one */
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+  start(&p[0], 5000, 0); /* inline: p[1] keeps the slot in use */
+  cr_assert_eq(uv_loop_alive(&loop), 1);
+  cr_assert_eq(tw_uv_timer_stop(&p[1].t), 0); /* unreferenced */
+  cr_assert_eq(uv_loop_alive(&loop), 1);
+  start(&p[1], 5000, 0); /* inline, unreferenced */
+  cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0);
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+  cr_assert(tw_uv_timer_is_active(&p[1].t));
+  cr_assert_eq(tw_count(tw_uv_wheel(d)), 1);
+}
+
+/* The library's start and stop (what the exported tw_uv_timer_start and
+ * tw_uv_timer_stop do, for programs built against older headers) keep the
+ * same count, for a timer waiting in a slot too. */
+Test(uv, library_start_and_stop_keep_the_loop_alive_exactly) {
+  static struct probe p[1];
+  probes_init(p, 1);
+  for (int round = 0; round < 2; round++) { /* never started, then stopped */
+    cr_assert_eq(tw__uv_timer_start(&p[0].t, probe_cb, 5000, 0), 0);
+    cr_assert_eq(uv_loop_alive(&loop), 1);
+    cr_assert_eq(tw__uv_timer_stop(&p[0].t), 0);
+    cr_assert_eq(uv_loop_alive(&loop), 0);
+  }
+  cr_assert_eq(tw_count(tw_uv_wheel(d)), 0);
+}
+
+/* Restarted inline after an inline stop, a timer fires once, never early,
+ * after the one that kept its slot (equal deadlines: by latest start). */
+Test(uv, timer_stopped_and_restarted_inline_fires_once_in_order) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start(&p[0], 20, 0);
+  start(&p[1], 20, 0);
+  cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0);
+  start(&p[0], 20, 0);
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  EXPECT_FIRED(1, 0);
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+}
+
 /* timer_order: equal deadlines by latest start; late timers by deadline. */
 Test(uv, equal_deadlines_fire_in_order_of_latest_start) {
   static struct probe p[3];

@@ -23,25 +23,21 @@
  * its poll; in UV_RUN_ONCE it is the next uv_run() call.
  */
 #define _POSIX_C_SOURCE 200809L /* uv.h needs POSIX types under -std=c11 */
-#define TW_UV__NO_INLINE        /* this file defines tw_uv_timer_start itself */
+#define TW_UV__NO_INLINE /* this file defines tw_uv_timer_start and _stop */
 #include "twheel-uv.h"
 
 #include <stddef.h>
 #include <stdlib.h>
 
-#define TW_UV__REF 1u
-
 /* The first libuv whose uv_run() runs timers once per iteration. */
 #define ONE_TIMER_PHASE_VERSION 0x012d00u /* 1.45.0 */
 
 struct tw_uv {
-  /* First, as struct tw_uv__head (the header's inline start reads them): */
-  tw_driver driver; /* its wheel is the adapter's; closed once closing */
-  uv_loop_t *loop;
-  uv_timer_t timer;     /* the one loop timer */
-  uv_prepare_t prepare; /* work that must wait for the next prepare phase */
-  uv_check_t check;     /* libuv < 1.45: marks the end of each poll */
-  size_t refd_active;   /* active timers that are referenced */
+  struct tw_uv__head head; /* driver, loop, refd_active: the inline paths
+                              read them (twheel-uv.h) */
+  uv_timer_t timer;        /* the one loop timer */
+  uv_prepare_t prepare;    /* work that must wait for the next prepare phase */
+  uv_check_t check;        /* libuv < 1.45: marks the end of each poll */
   void (*close_cb)(tw_uv *d);
   int open_handles;             /* shared handles libuv has not closed yet */
   unsigned char deferred;       /* the loop timer waits for the prepare phase */
@@ -54,11 +50,6 @@ struct tw_uv {
   unsigned char ran_before_poll; /* ... before the poll that ended last */
 };
 
-_Static_assert(offsetof(tw_uv, driver) ==
-                       offsetof(struct tw_uv__head, driver) &&
-                   offsetof(tw_uv, loop) == offsetof(struct tw_uv__head, loop),
-               "a tw_uv starts with struct tw_uv__head (twheel-uv.h)");
-
 static tw_uv_timer_t *handle_of(tw_timer *t) {
   return (tw_uv_timer_t *)(void *)((char *)t -
                                    offsetof(tw_uv_timer_t, tw__timer));
@@ -69,24 +60,18 @@ static tw_uv *owner_of(const tw_uv_timer_t *h) {
 }
 
 static tw_uv *adapter_of(tw_driver *driver) {
-  return (tw_uv *)(void *)((char *)driver - offsetof(tw_uv, driver));
+  return (tw_uv *)(void *)((char *)driver - offsetof(tw_uv, head.driver));
 }
 
-/* Liveness: the shared handles are referenced iff refd_active > 0. */
-static void refd_inc(tw_uv *d) {
-  if (d->refd_active++ == 0) {
-    uv_ref((uv_handle_t *)&d->timer);
-    uv_ref((uv_handle_t *)&d->prepare);
-    uv_ref((uv_handle_t *)&d->check);
-  }
-}
-
-static void refd_dec(tw_uv *d) {
-  if (--d->refd_active == 0) {
-    uv_unref((uv_handle_t *)&d->timer);
-    uv_unref((uv_handle_t *)&d->prepare);
-    uv_unref((uv_handle_t *)&d->check);
-  }
+/* Liveness: the shared handles are referenced iff refd_active > 0
+ * (tw__uv_refd_inc and tw__uv_refd_dec, twheel-uv.h, call this when it
+ * becomes 1 or 0). */
+void tw__uv_liveness(struct tw_uv__head *head) {
+  tw_uv *d = (tw_uv *)(void *)head; /* its first member */
+  void (*set)(uv_handle_t *) = head->refd_active ? uv_ref : uv_unref;
+  set((uv_handle_t *)&d->timer);
+  set((uv_handle_t *)&d->prepare);
+  set((uv_handle_t *)&d->check);
 }
 
 static void on_timer(uv_timer_t *timer);
@@ -111,8 +96,8 @@ static void follow_polls(tw_uv *d) {
 /* Advances the wheel for a wakeup; `before_poll`: this iteration's poll
  * has not run yet, so a second wakeup after it must wait. */
 static void expire(tw_uv *d, int before_poll) {
-  size_t ran = tw_driver_expired(&d->driver, uv_now(d->loop));
-  if (ran > 0 && before_poll && !d->driver.closed) {
+  size_t ran = tw_driver_expired(&d->head.driver, uv_now(d->head.loop));
+  if (ran > 0 && before_poll && !d->head.driver.closed) {
     d->ran_since_check = 1;
     follow_polls(d);
   }
@@ -139,7 +124,7 @@ static void on_prepare(uv_prepare_t *prepare) {
     d->in_prepare = 1;
     expire(d, 1);
     d->in_prepare = 0;
-    if (d->driver.closed)
+    if (d->head.driver.closed)
       return; /* tw_uv_close ran in a callback: the handles are closing */
   }
   if (d->deferred) {
@@ -167,7 +152,7 @@ static void on_check(uv_check_t *check) {
 /* The driver's `arm`: sets the uv_timer_t for `at` in uv_now() ms. */
 static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
   tw_uv *d = adapter_of(driver);
-  uint64_t now = uv_now(d->loop);
+  uint64_t now = uv_now(d->head.loop);
 
   d->deferred = 0;
   d->due_at_check = 0; /* whatever the check phase saw is out of date */
@@ -193,8 +178,8 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
 static void fire(tw_timer *t) {
   tw_uv_timer_t *h = handle_of(t);
   if ((h->tw__flags & TW_UV__REF) && !tw_timer_is_active(t))
-    refd_dec(t->data); /* a one-shot is inactive from here on */
-  h->tw__cb(h);        /* h may be freed from here on */
+    tw__uv_refd_dec(t->data); /* a one-shot is inactive from here on */
+  h->tw__cb(h);               /* h may be freed from here on */
 }
 
 int tw_uv_init(uv_loop_t *loop, tw_uv **out) {
@@ -208,16 +193,14 @@ int tw_uv_init(uv_loop_t *loop, tw_uv **out) {
     free(d);
     return UV_ENOMEM;
   }
-  tw_driver_init(&d->driver, wheel, arm);
+  tw_driver_init(&d->head.driver, wheel, arm);
   /* None can fail on a live loop (libuv 1.44 to 1.48). */
   uv_timer_init(loop, &d->timer);
   uv_prepare_init(loop, &d->prepare);
   uv_check_init(loop, &d->check);
   d->timer.data = d->prepare.data = d->check.data = d;
-  uv_unref((uv_handle_t *)&d->timer);
-  uv_unref((uv_handle_t *)&d->prepare);
-  uv_unref((uv_handle_t *)&d->check);
-  d->loop = loop;
+  tw__uv_liveness(&d->head); /* no referenced timer yet: unreferenced */
+  d->head.loop = loop;
   d->open_handles = 3;
   d->one_pass = uv_version() < ONE_TIMER_PHASE_VERSION;
   *out = d;
@@ -234,13 +217,13 @@ static void on_handle_closed(uv_handle_t *handle) {
 }
 
 void tw_uv_close(tw_uv *d, void (*close_cb)(tw_uv *d)) {
-  if (!d || d->driver.closed)
+  if (!d || d->head.driver.closed)
     return;
-  tw_driver_close(&d->driver);
+  tw_driver_close(&d->head.driver);
   d->close_cb = close_cb;
   /* Inside a callback the wheel is freed when tw_advance returns. */
-  tw_wheel_free(d->driver.wheel);
-  d->refd_active = 0;
+  tw_wheel_free(d->head.driver.wheel);
+  d->head.refd_active = 0;
   d->deferred = d->run_at_prepare = 0;
   uv_close((uv_handle_t *)&d->timer, on_handle_closed);
   uv_close((uv_handle_t *)&d->prepare, on_handle_closed);
@@ -248,22 +231,22 @@ void tw_uv_close(tw_uv *d, void (*close_cb)(tw_uv *d)) {
 }
 
 tw_wheel *tw_uv_wheel(tw_uv *d) {
-  return d && !d->driver.closed ? d->driver.wheel : NULL;
+  return d && !d->head.driver.closed ? d->head.driver.wheel : NULL;
 }
 
 uv_loop_t *tw_uv_loop(const tw_uv *d) {
-  return d ? d->loop : NULL;
+  return d ? d->head.loop : NULL;
 }
 
 int tw_uv_stats(const tw_uv *d, tw_stats *out) {
   if (!d || !out)
     return UV_EINVAL;
-  *out = d->driver.stats;
+  *out = d->head.driver.stats;
   return 0;
 }
 
 int tw_uv_timer_init(tw_uv *d, tw_uv_timer_t *handle) {
-  if (!d || !handle || d->driver.closed)
+  if (!d || !handle || d->head.driver.closed)
     return UV_EINVAL;
   tw_timer_init(&handle->tw__timer);
   handle->tw__timer.data = d;
@@ -278,17 +261,17 @@ int tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
   uint64_t deadline;
   int was_active;
 
-  if (!d || !cb || d->driver.closed)
+  if (!d || !cb || d->head.driver.closed)
     return UV_EINVAL;
   was_active = tw__is_active(&handle->tw__timer);
-  deadline = tw__uv_deadline_after(d->loop, timeout);
-  if (tw_timer_start_at(d->driver.wheel, &handle->tw__timer, fire, deadline,
-                        repeat))
+  deadline = tw__uv_deadline_after(d->head.loop, timeout);
+  if (tw_timer_start_at(d->head.driver.wheel, &handle->tw__timer, fire,
+                        deadline, repeat))
     return UV_EINVAL; /* not initialised */
   handle->tw__cb = cb;
   if (!was_active && (handle->tw__flags & TW_UV__REF))
-    refd_inc(d);
-  tw_driver_started(&d->driver, deadline);
+    tw__uv_refd_inc(&d->head);
+  tw_driver_started(&d->head.driver, deadline);
   return 0;
 }
 
@@ -297,26 +280,30 @@ int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
   return tw__uv_timer_start(handle, cb, timeout, repeat);
 }
 
-int tw_uv_timer_stop(tw_uv_timer_t *handle) {
+int tw__uv_timer_stop(tw_uv_timer_t *handle) {
   tw_uv *d = owner_of(handle);
 
   if (!d)
     return UV_EINVAL;
   if (!tw__is_active(&handle->tw__timer))
     return 0; /* also every timer of a closing adapter */
-  if (tw_timer_stop(d->driver.wheel, &handle->tw__timer) != 0)
+  if (tw_timer_stop(d->head.driver.wheel, &handle->tw__timer) != 0)
     return UV_EINVAL; /* garbage that looked active: nothing changed */
   if (handle->tw__flags & TW_UV__REF)
-    refd_dec(d);
-  tw_driver_stopped(&d->driver);
+    tw__uv_refd_dec(&d->head);
+  tw_driver_stopped(&d->head.driver);
   return 0;
+}
+
+int tw_uv_timer_stop(tw_uv_timer_t *handle) {
+  return tw__uv_timer_stop(handle);
 }
 
 int tw_uv_timer_again(tw_uv_timer_t *handle) {
   tw_uv *d = owner_of(handle);
   uint64_t repeat;
 
-  if (!d || !handle->tw__cb || d->driver.closed)
+  if (!d || !handle->tw__cb || d->head.driver.closed)
     return UV_EINVAL;
   repeat = tw_timer_get_repeat(&handle->tw__timer);
   if (repeat == 0)
@@ -338,7 +325,7 @@ uint64_t tw_uv_timer_get_due_in(const tw_uv_timer_t *handle) {
   if (!handle || !tw_timer_is_active(&handle->tw__timer))
     return 0;
   deadline = tw_timer_deadline(&handle->tw__timer);
-  now = uv_now(owner_of(handle)->loop);
+  now = uv_now(owner_of(handle)->head.loop);
   return deadline > now ? deadline - now : 0;
 }
 
@@ -351,7 +338,7 @@ void tw_uv_timer_ref(tw_uv_timer_t *handle) {
     return;
   handle->tw__flags |= TW_UV__REF;
   if (tw_timer_is_active(&handle->tw__timer))
-    refd_inc(owner_of(handle));
+    tw__uv_refd_inc(&owner_of(handle)->head);
 }
 
 void tw_uv_timer_unref(tw_uv_timer_t *handle) {
@@ -359,7 +346,7 @@ void tw_uv_timer_unref(tw_uv_timer_t *handle) {
     return;
   handle->tw__flags &= ~TW_UV__REF;
   if (tw_timer_is_active(&handle->tw__timer))
-    refd_dec(owner_of(handle));
+    tw__uv_refd_dec(&owner_of(handle)->head);
 }
 
 int tw_uv_timer_has_ref(const tw_uv_timer_t *handle) {

@@ -101,6 +101,7 @@ struct tw_uv_timer_s {
   tw_uv_timer_cb tw__cb; /* NULL until the first start */
   unsigned tw__flags;    /* TW_UV__REF */
 };
+#define TW_UV__REF 1u /* tw__flags: an active timer keeps the loop alive */
 
 /*
  * Creates the adapter for `loop`: one wheel whose time starts at
@@ -186,7 +187,11 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
  * otherwise, when this was the earliest timer, the loop timer's next wakeup
  * fires nothing (counted in tw_stats.empty_wakeups). That keeps a request
  * timeout that is started and cancelled free of uv_timer_start calls. */
+#ifdef TW_UV__NO_INLINE
 TW_EXTERN int tw_uv_timer_stop(tw_uv_timer_t *handle);
+#else
+static inline int tw_uv_timer_stop(tw_uv_timer_t *handle);
+#endif
 
 /*
  * Like uv_timer_again(): UV_EINVAL if the timer was never started; with
@@ -227,28 +232,55 @@ TW_EXTERN void tw_uv_timer_unref(tw_uv_timer_t *handle);
 TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
 
 /*
- * Inline fast path. tw_uv_timer_start is compiled into the caller: the
- * idle-timeout reset of a timer waiting in the wheel (the core's store, see
- * twheel.h) costs no call at all; every other case calls
- * tw__uv_timer_start, which is also what the exported symbol
- * tw_uv_timer_start does.
- * It reads the loop's time as uv_now() does, from the uv_loop_t field that
+ * Inline fast paths. tw_uv_timer_start and tw_uv_timer_stop are compiled
+ * into the caller, with the core's (twheel.h):
+ *  - the idle-timeout reset of a timer waiting in the wheel: the core's
+ *    store;
+ *  - the start of an inactive timer that was started before (its wheel
+ *    callback is the adapter's) on an open adapter, into an occupied slot:
+ *    the core's inline start;
+ *  - the stop of a timer waiting in a slot: the core's inline stop.
+ * None makes a call, but when the first referenced timer becomes active or
+ * the last one inactive (tw__uv_liveness refs or unrefs the adapter's
+ * handles). Every other case calls tw__uv_timer_start or
+ * tw__uv_timer_stop, which are also what the exported symbols
+ * tw_uv_timer_start and tw_uv_timer_stop do.
+ * They read the loop's time as uv_now() does, from the uv_loop_t field that
  * uv_now() returns (libuv 1.x keeps uv_loop_t's layout within its ABI; a
- * test compares the two), so that the reset makes no call into libuv.
+ * test compares the two), so that they make no call into libuv.
+ * A timer waiting in a slot has an open adapter, with its wheel:
+ * tw_uv_close frees the wheel, which makes every timer inactive.
  *
  * ABI: besides what twheel.h freezes, this freezes for the library's soname
- * 0 the layout of tw_uv_timer_t and the start of every tw_uv, struct
- * tw_uv__head (placed before the libuv handles, whose sizes vary between
- * libuv versions). A program built against this header needs
- * libtwheel-uv 0.2 or later (the first to export tw__uv_timer_start).
+ * 0 the layout of tw_uv_timer_t, TW_UV__REF, and the start of every tw_uv,
+ * struct tw_uv__head (placed before the libuv handles, whose sizes vary
+ * between libuv versions). A program built against this header needs
+ * libtwheel-uv 0.5 or later (the first to export tw__uv_timer_stop and
+ * tw__uv_liveness, and to keep refd_active in the head).
  */
 struct tw_uv__head {
   tw_driver driver; /* its wheel is the adapter's; closed once closing */
   uv_loop_t *loop;
+  size_t refd_active; /* active referenced timers: the adapter's handles
+                         are referenced while it is > 0 */
 };
 
 TW_EXTERN int tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                                  uint64_t timeout, uint64_t repeat);
+TW_EXTERN int tw__uv_timer_stop(tw_uv_timer_t *handle);
+/* refd_active became 1 (from 0) or 0: refs or unrefs the adapter's
+ * handles, so that they keep the loop alive exactly while it is > 0. */
+TW_EXTERN void tw__uv_liveness(struct tw_uv__head *d);
+
+static inline void tw__uv_refd_inc(struct tw_uv__head *d) {
+  if (d->refd_active++ == 0)
+    tw__uv_liveness(d);
+}
+
+static inline void tw__uv_refd_dec(struct tw_uv__head *d) {
+  if (--d->refd_active == 0)
+    tw__uv_liveness(d);
+}
 
 /* uv_now(loop), with no call where libuv's layout is known. */
 static inline uint64_t tw__uv_now(const uv_loop_t *loop) {
@@ -267,32 +299,64 @@ static inline uint64_t tw__uv_deadline_after(const uv_loop_t *loop,
   return timeout >= TW_NEVER - 1 - now ? TW_NEVER - 1 : now + timeout;
 }
 
+/* The adapter of a handle, through its timer's data. */
+static inline struct tw_uv__head *tw__uv_owner(const tw_uv_timer_t *handle) {
+  return (struct tw_uv__head *)handle->tw__timer.data;
+}
+
+/* An inline start's last steps: the user's callback, and the loop timer. */
+static inline int tw__uv_started(struct tw_uv__head *d, tw_uv_timer_t *handle,
+                                 tw_uv_timer_cb cb, uint64_t deadline) {
+  handle->tw__cb = cb;
+  tw_driver_started(&d->driver, deadline);
+  return 0;
+}
+
 #ifndef TW_UV__NO_INLINE
 static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                                     uint64_t timeout, uint64_t repeat) {
   struct tw_uv__head *d;
   tw_timer *t;
-  uint64_t order;
+  uint64_t order, deadline;
   if (handle && cb) {
     t = &handle->tw__timer;
-    /* The test is tw__store_restart's own, which the compiler then drops.
-     * A timer waiting in a slot has an open adapter, with its wheel:
-     * tw_uv_close frees the wheel, which makes every timer inactive. */
     order = t->tw__order;
+    /* The test is tw__store_restart's own, which the compiler then drops.
+     * Active already: the liveness count stays. */
     if (tw__may_store(order)) {
-      d = (struct tw_uv__head *)t->data;
-      uint64_t deadline = tw__uv_deadline_after(d->loop, timeout);
-      /* Active already: the liveness count stays; its callback is the
-       * adapter's own, kept. */
+      d = tw__uv_owner(handle);
+      deadline = tw__uv_deadline_after(d->loop, timeout);
       if (tw__store_restart(d->driver.wheel, t, order, deadline)) {
         t->tw__repeat = repeat;
-        handle->tw__cb = cb;
-        tw_driver_started(&d->driver, deadline);
-        return 0;
+        return tw__uv_started(d, handle, cb, deadline);
+      }
+    } else if ((order & TW__STATE_MASK) == TW__IDLE && t->tw__cb &&
+               !tw__uv_owner(handle)->driver.closed) {
+      /* Started before: its wheel callback is the adapter's, kept. */
+      d = tw__uv_owner(handle);
+      deadline = tw__uv_deadline_after(d->loop, timeout);
+      if (tw__file_inactive(d->driver.wheel, t, order, t->tw__cb, deadline,
+                            repeat)) {
+        if (handle->tw__flags & TW_UV__REF)
+          tw__uv_refd_inc(d);
+        return tw__uv_started(d, handle, cb, deadline);
       }
     }
   }
   return tw__uv_timer_start(handle, cb, timeout, repeat);
+}
+
+static inline int tw_uv_timer_stop(tw_uv_timer_t *handle) {
+  struct tw_uv__head *d;
+  if (handle && tw__in_slot(handle->tw__timer.tw__order)) {
+    d = tw__uv_owner(handle);
+    tw__stop_in_slot(tw__head(d->driver.wheel), &handle->tw__timer);
+    if (handle->tw__flags & TW_UV__REF)
+      tw__uv_refd_dec(d);
+    tw_driver_stopped(&d->driver);
+    return 0;
+  }
+  return tw__uv_timer_stop(handle);
 }
 #endif
 
