@@ -56,6 +56,31 @@ static void teardown(void) {
 
 TestSuite(uv, .init = setup, .fini = teardown, .timeout = 10);
 
+/* ---- the library's start and stop, counted ----
+ * test-uv is linked with --wrap for tw__uv_timer_start and tw__uv_timer_stop
+ * (tests/meson.build): every call this file makes to them, the inline
+ * paths' fallbacks included, comes here first, so that a test can assert
+ * that an inline path made none. */
+int __real_tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
+                              uint64_t timeout, uint64_t repeat);
+int __real_tw__uv_timer_stop(tw_uv_timer_t *handle);
+int __wrap_tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
+                              uint64_t timeout, uint64_t repeat);
+int __wrap_tw__uv_timer_stop(tw_uv_timer_t *handle);
+
+static unsigned long library_calls;
+
+int __wrap_tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
+                              uint64_t timeout, uint64_t repeat) {
+  library_calls++;
+  return __real_tw__uv_timer_start(handle, cb, timeout, repeat);
+}
+
+int __wrap_tw__uv_timer_stop(tw_uv_timer_t *handle) {
+  library_calls++;
+  return __real_tw__uv_timer_stop(handle);
+}
+
 /* ---- probes: timers that log every call and check never-early ---- */
 
 enum { MAX_LOG = 20000 };
@@ -267,12 +292,14 @@ Test(uv, the_inline_reset_reads_the_time_uv_now_returns) {
 Test(uv, inline_start_and_stop_keep_the_loop_alive_exactly) {
   static struct probe p[2];
   probes_init(p, 2);
+  library_calls = 0;
   start(&p[0], 5000, 0); /* first starts: the library's */
   start(&p[1], 5000, 0);
+  cr_assert_eq(library_calls, 2);
   tw_uv_timer_unref(&p[1].t);
   cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0); /* the last referenced one */
   cr_assert_eq(uv_loop_alive(&loop), 0);
-  start(&p[0], 5000, 0); /* inline: p[1] keeps the slot in use */
+  start(&p[0], 5000, 0); /* inline: the slot is in use (occupied) */
   cr_assert_eq(uv_loop_alive(&loop), 1);
   cr_assert_eq(tw_uv_timer_stop(&p[1].t), 0); /* unreferenced */
   cr_assert_eq(uv_loop_alive(&loop), 1);
@@ -281,6 +308,7 @@ Test(uv, inline_start_and_stop_keep_the_loop_alive_exactly) {
   cr_assert_eq(uv_loop_alive(&loop), 0);
   cr_assert(tw_uv_timer_is_active(&p[1].t));
   cr_assert_eq(tw_count(tw_uv_wheel(d)), 1);
+  cr_assert_eq(library_calls, 2, "an inline start or stop called the library");
 }
 
 /* The library's start and stop (what the exported tw_uv_timer_start and
@@ -289,6 +317,7 @@ Test(uv, inline_start_and_stop_keep_the_loop_alive_exactly) {
 Test(uv, library_start_and_stop_keep_the_loop_alive_exactly) {
   static struct probe p[1];
   probes_init(p, 1);
+  library_calls = 0;
   for (int round = 0; round < 2; round++) { /* never started, then stopped */
     cr_assert_eq(tw__uv_timer_start(&p[0].t, probe_cb, 5000, 0), 0);
     cr_assert_eq(uv_loop_alive(&loop), 1);
@@ -296,6 +325,7 @@ Test(uv, library_start_and_stop_keep_the_loop_alive_exactly) {
     cr_assert_eq(uv_loop_alive(&loop), 0);
   }
   cr_assert_eq(tw_count(tw_uv_wheel(d)), 0);
+  cr_assert_eq(library_calls, 4); /* the wrappers count (meson.build) */
 }
 
 /* Restarted inline after an inline stop, a timer fires once, never early,
@@ -305,11 +335,12 @@ Test(uv, timer_stopped_and_restarted_inline_fires_once_in_order) {
   probes_init(p, 2);
   start(&p[0], 20, 0);
   start(&p[1], 20, 0);
+  library_calls = 0;
   cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0);
   start(&p[0], 20, 0);
+  cr_assert_eq(library_calls, 0, "the stop or the restart called the library");
   cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
   EXPECT_FIRED(1, 0);
-  cr_assert_eq(uv_loop_alive(&loop), 0);
 }
 
 /* timer_order: equal deadlines by latest start; late timers by deadline. */
@@ -1236,9 +1267,11 @@ Test(uv, timers_may_be_freed_right_after_close_from_inside_a_callback) {
 
 /* Two families of N timers in one loop, driven by the same random script:
  * uv_timer_t and tw_uv_timer_t. Callbacks stop, restart (>= 1 ms, so that
- * libuv 1.44's same-pass rerun of 0 ms timers is not involved), `again` and
- * set_repeat timers of their own family. Each family logs (id, iteration,
- * active, due_in, repeat) per call; the logs must be identical. */
+ * libuv 1.44's same-pass rerun of 0 ms timers is not involved), `again`,
+ * set_repeat, ref and unref timers of their own family. Each family logs
+ * (id, iteration, active, due_in, repeat) per call; the logs must be
+ * identical. At every twheel call the adapter's count of active referenced
+ * timers (struct tw_uv__head) must be what the timers say. */
 enum { TWINS = 200, TWIN_CALLS = 6 };
 
 struct family {
@@ -1293,7 +1326,25 @@ static void twin_op(int f, int id, unsigned op, uint64_t arg) {
     else
       tw_uv_timer_set_repeat(&twt[id], arg % 9);
     break;
+  case 4: /* unref one time in four, else ref */
+    if (f == 0)
+      (arg % 4 ? uv_ref : uv_unref)((uv_handle_t *)&uvt[id]);
+    else
+      (arg % 4 ? tw_uv_timer_ref : tw_uv_timer_unref)(&twt[id]);
+    break;
   }
+}
+
+/* The adapter's count of active referenced timers, and what it must be. */
+static size_t tw_family_refd(void) {
+  return ((struct tw_uv__head *)(void *)d)->refd_active;
+}
+
+static size_t tw_family_active_and_referenced(void) {
+  size_t n = 0;
+  for (int i = 0; i < TWINS; i++)
+    n += tw_uv_timer_is_active(&twt[i]) && tw_uv_timer_has_ref(&twt[i]);
+  return n;
 }
 
 static void family_call(int f, int id, int active, uint64_t due_in,
@@ -1309,7 +1360,7 @@ static void family_call(int f, int id, int active, uint64_t due_in,
   unsigned ops = (unsigned)(next_rand(&fm->rng) % 3);
   for (unsigned i = 0; i < ops; i++) {
     int target = (int)(next_rand(&fm->rng) % TWINS);
-    unsigned op = (unsigned)(next_rand(&fm->rng) % 4);
+    unsigned op = (unsigned)(next_rand(&fm->rng) % 5);
     uint64_t arg = next_rand(&fm->rng);
     if (fm->calls[target] < TWIN_CALLS)
       twin_op(f, target, op, arg);
@@ -1324,6 +1375,7 @@ static void uv_family_cb(uv_timer_t *h) {
 
 static void tw_family_cb(tw_uv_timer_t *h) {
   int id = (int)(h - twt);
+  cr_assert_eq(tw_family_refd(), tw_family_active_and_referenced());
   family_call(1, id, tw_uv_timer_is_active(h), tw_uv_timer_get_due_in(h),
               tw_uv_timer_get_repeat(h));
 }
@@ -1339,7 +1391,7 @@ Test(uv, behaves_like_uv_timer_twins_under_a_random_script) {
       cr_assert_eq(tw_uv_timer_init(d, &twt[i]), 0);
     }
     for (int i = 0; i < TWINS; i++) { /* the same initial script for both */
-      unsigned op = (unsigned)(next_rand(&script) % 4);
+      unsigned op = (unsigned)(next_rand(&script) % 5);
       uint64_t arg = next_rand(&script);
       twin_op(0, i, op == 1 ? 0 : op, arg);
       twin_op(1, i, op == 1 ? 0 : op, arg);
@@ -1369,6 +1421,7 @@ Test(uv, behaves_like_uv_timer_twins_under_a_random_script) {
       tw_uv_timer_stop(&twt[i]);
       uv_close((uv_handle_t *)&uvt[i], NULL);
     }
+    cr_assert_eq(tw_family_refd(), 0);
     uv_run(&loop, UV_RUN_DEFAULT);
   }
 }

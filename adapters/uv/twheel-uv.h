@@ -237,17 +237,19 @@ TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
  *  - the idle-timeout reset of a timer waiting in the wheel: the core's
  *    store;
  *  - the start of an inactive timer that was started before (its wheel
- *    callback is the adapter's) on an open adapter, into an occupied slot:
- *    the core's inline start;
+ *    callback is the adapter's) on an open adapter, for a deadline after
+ *    the wheel's time, into an occupied slot: the core's inline start;
  *  - the stop of a timer waiting in a slot: the core's inline stop.
- * None makes a call, but when the first referenced timer becomes active or
- * the last one inactive (tw__uv_liveness refs or unrefs the adapter's
- * handles). Every other case calls tw__uv_timer_start or
+ * They call out only where the library would too: when the first
+ * referenced timer becomes active or the last one inactive
+ * (tw__uv_liveness refs or unrefs the adapter's handles), and when the
+ * loop timer must be armed earlier or stopped (tw_driver_started,
+ * tw_driver_stopped). Every other case calls tw__uv_timer_start or
  * tw__uv_timer_stop, which are also what the exported symbols
  * tw_uv_timer_start and tw_uv_timer_stop do.
  * They read the loop's time as uv_now() does, from the uv_loop_t field that
  * uv_now() returns (libuv 1.x keeps uv_loop_t's layout within its ABI; a
- * test compares the two), so that they make no call into libuv.
+ * test compares the two), which takes no call into libuv.
  * A timer waiting in a slot has an open adapter, with its wheel:
  * tw_uv_close frees the wheel, which makes every timer inactive.
  *
