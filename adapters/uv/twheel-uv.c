@@ -268,11 +268,9 @@ int tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
   if (tw_timer_start_at(d->head.driver.wheel, &handle->tw__timer, fire,
                         deadline, repeat))
     return UV_EINVAL; /* not initialised */
-  handle->tw__cb = cb;
   if (!was_active && (handle->tw__flags & TW_UV__REF))
     tw__uv_refd_inc(&d->head);
-  tw_driver_started(&d->head.driver, deadline);
-  return 0;
+  return tw__uv_started(&d->head, handle, cb, deadline);
 }
 
 int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
@@ -289,10 +287,7 @@ int tw__uv_timer_stop(tw_uv_timer_t *handle) {
     return 0; /* also every timer of a closing adapter */
   if (tw_timer_stop(d->head.driver.wheel, &handle->tw__timer) != 0)
     return UV_EINVAL; /* garbage that looked active: nothing changed */
-  if (handle->tw__flags & TW_UV__REF)
-    tw__uv_refd_dec(&d->head);
-  tw_driver_stopped(&d->head.driver);
-  return 0;
+  return tw__uv_stopped(&d->head, handle);
 }
 
 int tw_uv_timer_stop(tw_uv_timer_t *handle) {

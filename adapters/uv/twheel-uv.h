@@ -306,11 +306,21 @@ static inline struct tw_uv__head *tw__uv_owner(const tw_uv_timer_t *handle) {
   return (struct tw_uv__head *)handle->tw__timer.data;
 }
 
-/* An inline start's last steps: the user's callback, and the loop timer. */
+/* A start's last steps: the user's callback, and the loop timer. */
 static inline int tw__uv_started(struct tw_uv__head *d, tw_uv_timer_t *handle,
                                  tw_uv_timer_cb cb, uint64_t deadline) {
   handle->tw__cb = cb;
   tw_driver_started(&d->driver, deadline);
+  return 0;
+}
+
+/* A stop's last steps, for a timer that was active: the liveness count,
+ * and the loop timer. */
+static inline int tw__uv_stopped(struct tw_uv__head *d,
+                                 const tw_uv_timer_t *handle) {
+  if (handle->tw__flags & TW_UV__REF)
+    tw__uv_refd_dec(d);
+  tw_driver_stopped(&d->driver);
   return 0;
 }
 
@@ -353,10 +363,7 @@ static inline int tw_uv_timer_stop(tw_uv_timer_t *handle) {
   if (handle && tw__in_slot(handle->tw__timer.tw__order)) {
     d = tw__uv_owner(handle);
     tw__stop_in_slot(tw__head(d->driver.wheel), &handle->tw__timer);
-    if (handle->tw__flags & TW_UV__REF)
-      tw__uv_refd_dec(d);
-    tw_driver_stopped(&d->driver);
-    return 0;
+    return tw__uv_stopped(d, handle);
   }
   return tw__uv_timer_stop(handle);
 }
