@@ -333,19 +333,18 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
   if (handle && cb) {
     t = &handle->tw__timer;
     order = t->tw__order;
+    d = tw__uv_owner(handle); /* read through only once `order` vouches */
     /* The test is tw__store_restart's own, which the compiler then drops.
      * Active already: the liveness count stays. */
     if (tw__may_store(order)) {
-      d = tw__uv_owner(handle);
       deadline = tw__uv_deadline_after(d->loop, timeout);
       if (tw__store_restart(d->driver.wheel, t, order, deadline)) {
         t->tw__repeat = repeat;
         return tw__uv_started(d, handle, cb, deadline);
       }
     } else if ((order & TW__STATE_MASK) == TW__IDLE && t->tw__cb &&
-               !tw__uv_owner(handle)->driver.closed) {
+               !d->driver.closed) {
       /* Started before: its wheel callback is the adapter's, kept. */
-      d = tw__uv_owner(handle);
       deadline = tw__uv_deadline_after(d->loop, timeout);
       if (tw__file_inactive(d->driver.wheel, t, order, t->tw__cb, deadline,
                             repeat)) {
