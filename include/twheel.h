@@ -382,11 +382,18 @@ TW_EXTERN const char *tw_strerror(int err);
  * ABI: this freezes, for the library's soname 0, the layout of struct
  * tw_timer and of its tw__order bits above; the start of a wheel, struct
  * tw__wheel_head, slots included; the filing rule (tw__filing_slot); and
- * struct tw_driver (public already). A program built against this header
- * works with any libtwheel.so.0 from version 0.4 on (the first to export
- * tw__timer_stop and to lay its wheel out so); a change to any of these is
- * a new soname. A wheel starts with a struct tw__wheel_head, through which
- * the library reads and writes the same fields (src/wheel.h).
+ * struct tw_driver (public already); a change to any of these is a new
+ * soname. A wheel starts with a struct tw__wheel_head, through which the
+ * library reads and writes the same fields (src/wheel.h).
+ *
+ * A program built against this header needs libtwheel.so.0 version 0.6 or
+ * later, and the loader enforces it: a file compiled with these inline
+ * paths (under gcc or clang) refers to tw__inline_abi_1, which the library
+ * defines from 0.6 on, so the program refuses to start with an older one
+ * ("undefined symbol: tw__inline_abi_1") rather than write through a
+ * layout it may not share (0.4 and 0.5 share it; 0.3 does not). A file
+ * built with TW__NO_INLINE calls the exported functions only and needs no
+ * such symbol.
  */
 #define TW__LEVEL_BITS 8 /* a level's digit: 256 slots per half */
 #define TW__LEVELS (64 / TW__LEVEL_BITS)
@@ -602,7 +609,16 @@ static inline int tw__is_active(const tw_timer *t) {
   return tw_timer_is_active(t);
 }
 
+TW_EXTERN extern const unsigned char tw__inline_abi_1;
+
 #ifndef TW__NO_INLINE
+#if defined(__GNUC__)
+/* Each file with the inline paths refers to the symbol (see above): a
+ * relocation the loader resolves at start, whatever the file calls. */
+__attribute__((used)) static const unsigned char *const tw__inline_abi_ref =
+    &tw__inline_abi_1;
+#endif
+
 static inline int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                     uint64_t deadline, uint64_t repeat) {
   uint64_t order;

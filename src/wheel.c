@@ -16,6 +16,9 @@
 _Static_assert((TW_LEVELS * TW_LEVEL_BITS) == 64 &&
                    TW_SLOT_COUNT <= TW_INDEX_MASK + 1,
                "the levels cover 64 bits; a slot's index fits its tag bits");
+/* The inline paths of twheel.h require this layout by name (twheel.h). */
+const unsigned char tw__inline_abi_1 = 1;
+
 /* The wheel is aligned to a cache line so that no slot straddles two. */
 #define TW_WHEEL_ALIGN 64
 

@@ -63,6 +63,9 @@ static tw_uv *adapter_of(tw_driver *driver) {
   return (tw_uv *)(void *)((char *)driver - offsetof(tw_uv, head.driver));
 }
 
+/* The inline paths of twheel-uv.h require this layout by name. */
+const unsigned char tw__uv_inline_abi_1 = 1;
+
 /* Liveness: the shared handles are referenced iff refd_active > 0
  * (tw__uv_refd_inc and tw__uv_refd_dec, twheel-uv.h, call this when it
  * becomes 1 or 0). */

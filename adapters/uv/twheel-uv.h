@@ -257,8 +257,12 @@ TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
  * 0 the layout of tw_uv_timer_t, TW_UV__REF, and the start of every tw_uv,
  * struct tw_uv__head (placed before the libuv handles, whose sizes vary
  * between libuv versions). A program built against this header needs
- * libtwheel-uv 0.5 or later (the first to export tw__uv_timer_stop and
- * tw__uv_liveness, and to keep refd_active in the head).
+ * libtwheel-uv 0.6 or later, and the loader enforces it as twheel.h says:
+ * a file compiled with these inline paths refers to tw__uv_inline_abi_1,
+ * which libtwheel-uv defines from 0.6 on (0.5 has the layout but not the
+ * name; 0.4 lays the head out otherwise), so the program refuses to start
+ * with an older library. A file built with TW_UV__NO_INLINE needs no such
+ * symbol.
  */
 struct tw_uv__head {
   tw_driver driver; /* its wheel is the adapter's; closed once closing */
@@ -324,7 +328,14 @@ static inline int tw__uv_stopped(struct tw_uv__head *d,
   return 0;
 }
 
+TW_EXTERN extern const unsigned char tw__uv_inline_abi_1;
+
 #ifndef TW_UV__NO_INLINE
+#if defined(__GNUC__)
+__attribute__((used)) static const unsigned char *const tw__uv_inline_abi_ref =
+    &tw__uv_inline_abi_1;
+#endif
+
 static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                                     uint64_t timeout, uint64_t repeat) {
   struct tw_uv__head *d;
