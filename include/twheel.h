@@ -388,12 +388,16 @@ TW_EXTERN const char *tw_strerror(int err);
  *
  * A program built against this header needs libtwheel.so.0 version 0.6 or
  * later, and the loader enforces it: a file compiled with these inline
- * paths (under gcc or clang) refers to tw__inline_abi_1, which the library
- * defines from 0.6 on, so the program refuses to start with an older one
- * ("undefined symbol: tw__inline_abi_1") rather than write through a
- * layout it may not share (0.4 and 0.5 share it; 0.3 does not). A file
- * built with TW__NO_INLINE calls the exported functions only and needs no
- * such symbol.
+ * paths refers to tw__inline_abi_1, which the library defines from 0.6 on,
+ * so the program refuses to start with an older one ("undefined symbol:
+ * tw__inline_abi_1") rather than write through a layout it may not share
+ * (0.4 and 0.5 share it; 0.3 does not). The suffix names this layout: a
+ * change to it is a new soname and a new name. The reference is a pointer
+ * kept by the attributes `used` and `retain`, so that it survives
+ * -Wl,--gc-sections; it is missing with compilers other than gcc and
+ * clang, and with --gc-sections under those without `retain` (before gcc
+ * 11 and clang 13). A file built with TW__NO_INLINE calls the exported
+ * functions only and needs no such symbol (but see twheel-uv.h).
  */
 #define TW__LEVEL_BITS 8 /* a level's digit: 256 slots per half */
 #define TW__LEVELS (64 / TW__LEVEL_BITS)
@@ -611,13 +615,26 @@ static inline int tw__is_active(const tw_timer *t) {
 
 TW_EXTERN extern const unsigned char tw__inline_abi_1;
 
-#ifndef TW__NO_INLINE
-#if defined(__GNUC__)
-/* Each file with the inline paths refers to the symbol (see above): a
- * relocation the loader resolves at start, whatever the file calls. */
-__attribute__((used)) static const unsigned char *const tw__inline_abi_ref =
+/* Keeps a file's reference to an inline ABI name (see above) in the
+ * program: a relocation the loader resolves at start, whatever the file
+ * calls. */
+#if defined(__GNUC__) && defined(__has_attribute)
+#if __has_attribute(retain)
+#define TW__KEEP_REFERENCE __attribute__((used, retain))
+#endif
+#endif
+#if defined(__GNUC__) && !defined(TW__KEEP_REFERENCE)
+#define TW__KEEP_REFERENCE __attribute__((used))
+#endif
+
+/* The core's own files define the name (TW__DEFINES_INLINE_ABI, src/). */
+#if !defined(TW__NO_INLINE) && defined(TW__KEEP_REFERENCE) &&                  \
+    !defined(TW__DEFINES_INLINE_ABI)
+TW__KEEP_REFERENCE static const unsigned char *const tw__inline_abi_ref =
     &tw__inline_abi_1;
 #endif
+
+#ifndef TW__NO_INLINE
 
 static inline int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                     uint64_t deadline, uint64_t repeat) {

@@ -61,6 +61,8 @@
 
 #include <stdint.h>
 
+/* wheel.c defines tw__inline_abi_1: the core needs no reference to it. */
+#define TW__DEFINES_INLINE_ABI
 #include "list.h"
 #include "twheel.h"
 

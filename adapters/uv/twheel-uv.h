@@ -261,8 +261,10 @@ TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
  * a file compiled with these inline paths refers to tw__uv_inline_abi_1,
  * which libtwheel-uv defines from 0.6 on (0.5 has the layout but not the
  * name; 0.4 lays the head out otherwise), so the program refuses to start
- * with an older library. A file built with TW_UV__NO_INLINE needs no such
- * symbol.
+ * with an older library. They use the core's inline paths too, so they
+ * refer to tw__inline_abi_1 as well, even in a file built with
+ * TW__NO_INLINE. A file built with TW_UV__NO_INLINE and TW__NO_INLINE needs
+ * neither name.
  */
 struct tw_uv__head {
   tw_driver driver; /* its wheel is the adapter's; closed once closing */
@@ -330,11 +332,12 @@ static inline int tw__uv_stopped(struct tw_uv__head *d,
 
 TW_EXTERN extern const unsigned char tw__uv_inline_abi_1;
 
-#ifndef TW_UV__NO_INLINE
-#if defined(__GNUC__)
-__attribute__((used)) static const unsigned char *const tw__uv_inline_abi_ref =
-    &tw__uv_inline_abi_1;
+#if !defined(TW_UV__NO_INLINE) && defined(TW__KEEP_REFERENCE)
+TW__KEEP_REFERENCE static const unsigned char *const tw__uv_inline_abi_ref[] = {
+    &tw__uv_inline_abi_1, &tw__inline_abi_1};
 #endif
+
+#ifndef TW_UV__NO_INLINE
 
 static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                                     uint64_t timeout, uint64_t repeat) {
