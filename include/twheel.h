@@ -494,7 +494,9 @@ static inline int tw__slot_is_ready(const struct tw__slot *slot) {
  * Links a detached `t` with `deadline` (after pos; the caller stores it)
  * into slot `index` at its head or tail, keeps the slot's count and
  * minimum, and sets its tw__order to `order` (sequence and option bits)
- * with its place.
+ * with its place. The timer's two link stores are apart: together, gcc
+ * pairs them into one vector store, two instructions more (2 fewer per
+ * start+stop under callgrind).
  */
 static inline void tw__slot_join(struct tw__slot *slot, size_t index,
                                  tw_timer *t, uint64_t deadline, uint64_t order,
@@ -505,8 +507,8 @@ static inline void tw__slot_join(struct tw__slot *slot, size_t index,
   prev = at_head ? &slot->timers : slot->timers.prev;
   next = at_head ? slot->timers.next : &slot->timers;
   t->tw__link.prev = prev;
-  t->tw__link.next = next;
   prev->next = &t->tw__link;
+  t->tw__link.next = next;
   next->prev = &t->tw__link;
   t->tw__order = order | holds | TW__IN_SLOT | index;
 }
