@@ -394,10 +394,13 @@ TW_EXTERN const char *tw_strerror(int err);
  * (0.4 and 0.5 share it; 0.3 does not). The suffix names this layout: a
  * change to it is a new soname and a new name. The reference is a pointer
  * kept by the attributes `used` and `retain`, so that it survives
- * -Wl,--gc-sections; it is missing with compilers other than gcc and
- * clang, and with --gc-sections under those without `retain` (before gcc
- * 11 and clang 13). A file built with TW__NO_INLINE calls the exported
- * functions only and needs no such symbol (but see twheel-uv.h).
+ * -Wl,--gc-sections. It is missing with compilers that do not define
+ * __GNUC__, and with --gc-sections where `retain` is not honoured: before
+ * gcc 11 and clang 13, with binutils before 2.36, with gold, off ELF.
+ * Every file that includes this header without TW__NO_INLINE makes the
+ * reference, so it must be linked with libtwheel even if it only uses the
+ * types. A file built with TW__NO_INLINE calls the exported functions only
+ * and needs no such symbol (but see twheel-uv.h).
  */
 #define TW__LEVEL_BITS 8 /* a level's digit: 256 slots per half */
 #define TW__LEVELS (64 / TW__LEVEL_BITS)
@@ -494,9 +497,9 @@ static inline int tw__slot_is_ready(const struct tw__slot *slot) {
  * Links a detached `t` with `deadline` (after pos; the caller stores it)
  * into slot `index` at its head or tail, keeps the slot's count and
  * minimum, and sets its tw__order to `order` (sequence and option bits)
- * with its place. The timer's two link stores are apart: together, gcc
- * pairs them into one vector store, two instructions more (2 fewer per
- * start+stop under callgrind).
+ * with its place. The timer's two link stores are apart: stored together,
+ * gcc pairs them into one vector store, which costs two instructions more
+ * (2 per start+stop under callgrind).
  */
 static inline void tw__slot_join(struct tw__slot *slot, size_t index,
                                  tw_timer *t, uint64_t deadline, uint64_t order,
@@ -619,8 +622,9 @@ TW_EXTERN extern const unsigned char tw__inline_abi_1;
 
 /* Keeps a file's reference to an inline ABI name (see above) in the
  * program: a relocation the loader resolves at start, whatever the file
- * calls. */
-#if defined(__GNUC__) && defined(__has_attribute)
+ * calls. `retain` only on ELF; where the toolchain cannot honour it, gcc
+ * warns (-Wattributes), which the declarations below silence. */
+#if defined(__GNUC__) && defined(__ELF__) && defined(__has_attribute)
 #if __has_attribute(retain)
 #define TW__KEEP_REFERENCE __attribute__((used, retain))
 #endif
@@ -632,8 +636,11 @@ TW_EXTERN extern const unsigned char tw__inline_abi_1;
 /* The core's own files define the name (TW__DEFINES_INLINE_ABI, src/). */
 #if !defined(TW__NO_INLINE) && defined(TW__KEEP_REFERENCE) &&                  \
     !defined(TW__DEFINES_INLINE_ABI)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wattributes"
 TW__KEEP_REFERENCE static const unsigned char *const tw__inline_abi_ref =
     &tw__inline_abi_1;
+#pragma GCC diagnostic pop
 #endif
 
 #ifndef TW__NO_INLINE

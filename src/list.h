@@ -33,8 +33,9 @@ static inline tw_timer *tw__list_last(const tw_link *head) {
 }
 
 /* Links `node` just before `pos` (before the head: at the tail). The
- * node's two stores are apart, so that gcc does not pair them into one
- * vector store (two instructions more; twheel.h's tw__slot_join too). */
+ * node's two stores are apart: stored together, gcc pairs them into one
+ * vector store, which costs two instructions more (so does twheel.h's
+ * tw__slot_join). */
 static inline void tw__list_insert_before(tw_link *pos, tw_link *node) {
   tw_link *prev = pos->prev;
   node->prev = prev;

@@ -263,7 +263,8 @@ TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
  * name; 0.4 lays the head out otherwise), so the program refuses to start
  * with an older library. They use the core's inline paths too, so they
  * refer to tw__inline_abi_1 as well, even in a file built with
- * TW__NO_INLINE. A file built with TW_UV__NO_INLINE and TW__NO_INLINE needs
+ * TW__NO_INLINE (libtwheel-uv itself refers to it, as a user of those
+ * paths). A file built with TW_UV__NO_INLINE and TW__NO_INLINE needs
  * neither name.
  */
 struct tw_uv__head {
@@ -333,8 +334,11 @@ static inline int tw__uv_stopped(struct tw_uv__head *d,
 TW_EXTERN extern const unsigned char tw__uv_inline_abi_1;
 
 #if !defined(TW_UV__NO_INLINE) && defined(TW__KEEP_REFERENCE)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wattributes"
 TW__KEEP_REFERENCE static const unsigned char *const tw__uv_inline_abi_ref[] = {
     &tw__uv_inline_abi_1, &tw__inline_abi_1};
+#pragma GCC diagnostic pop
 #endif
 
 #ifndef TW_UV__NO_INLINE

@@ -1,17 +1,23 @@
 /*
  * A program as a user builds it, for tests/test_abi.c: it starts one timer,
- * lets it fire and prints "fired". Built four ways (tests/meson.build): with
- * the inline paths of twheel.h, or with TW__NO_INLINE; with PROBE_UV, the
- * same through twheel-uv.h on a real libuv loop, inline or with
- * TW_UV__NO_INLINE. Exits 0 when the timer fired once.
+ * lets it fire, and prints "fired by" and the path of the library it ran
+ * on (libtwheel, or libtwheel-uv with PROBE_UV), so that the test knows
+ * which one the loader took. Built five ways (tests/abi/meson.build): with
+ * the inline paths of twheel.h, also linked with --gc-sections, or with
+ * TW__NO_INLINE; with PROBE_UV, the same through twheel-uv.h on a real
+ * libuv loop, inline or with TW_UV__NO_INLINE. Exits 0 when the timer
+ * fired once.
  */
+#define _GNU_SOURCE /* dladdr */
 #ifdef PROBE_UV
 #include "twheel-uv.h"
 #else
 #include "twheel.h"
 #endif
 
+#include <dlfcn.h>
 #include <stdio.h>
+#include <string.h>
 
 static int fired;
 
@@ -59,10 +65,22 @@ static int run(void) {
 #endif
 
 int main(void) {
+#ifdef PROBE_UV
+  int (*library_function)(uv_loop_t *, tw_uv **) = tw_uv_init;
+#else
+  tw_wheel *(*library_function)(uint64_t) = tw_wheel_new;
+#endif
+  void *address; /* the function's, as dladdr takes it (not ISO C's cast) */
+  Dl_info info;
+  memcpy(&address, &library_function, sizeof address);
   if (run() || fired != 1) {
     fprintf(stderr, "probe: the timer fired %d times\n", fired);
     return 1;
   }
-  puts("fired");
+  if (!dladdr(address, &info) || !info.dli_fname) {
+    fprintf(stderr, "probe: dladdr found no library\n");
+    return 1;
+  }
+  printf("fired by %s\n", info.dli_fname);
   return 0;
 }
