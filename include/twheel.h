@@ -396,7 +396,8 @@ TW_EXTERN const char *tw_strerror(int err);
  * kept by the attributes `used` and `retain`, so that it survives
  * -Wl,--gc-sections. It is missing with compilers that do not define
  * __GNUC__, and with --gc-sections where `retain` is not honoured: before
- * gcc 11 and clang 13, with binutils before 2.36, with gold, off ELF.
+ * gcc 11 and clang 13, with binutils before 2.36 or gold, and on targets
+ * other than ELF.
  * Every file that includes this header without TW__NO_INLINE makes the
  * reference, so it must be linked with libtwheel even if it only uses the
  * types. A file built with TW__NO_INLINE calls the exported functions only

@@ -90,7 +90,7 @@ static struct outcome run(const char *probe, const char *libdirs) {
 }
 
 /* The probe fired its timer on `library` from the directory named by the
- * variable `dir` (the first of a LD_LIBRARY_PATH list). The loader names
+ * variable `dir` (the first of a list separated by ':'). The loader names
  * the file as it found it (through $ORIGIN/.. for the real ones), so the
  * directories are compared resolved. */
 static void assert_fired(struct outcome o, const char *library,
@@ -144,7 +144,7 @@ Test(abi, core_inline_paths_refuse_a_library_without_their_layout_name) {
 
 #ifdef ABI_UV
 Test(abi, uv_inline_paths_run_with_the_library_they_were_built_for) {
-  /* The adapter's library lies beside the core's, in adapters/uv. */
+  /* The adapter's library is built in adapters/uv. */
   assert_fired(run("ABI_PROBE_UV", NULL), "libtwheel-uv.so.0", "ABI_UV_DIR");
 }
 
