@@ -556,17 +556,23 @@ static inline void tw__set_callback(tw_timer *t, tw_timer_cb cb,
     t->tw__repeat = repeat;
 }
 
-/* The stop of `t` if it waits in one of the wheel's slots: it leaves the
- * slot, and the wheel counts one timer less. 1 if done, 0 if `t` does not
- * wait in a slot. A slot a stop empties stays occupied (src/wheel.c,
+/* The stop of `t`, which waits in one of the wheel's slots (tw__in_slot of
+ * `order`, its tw__order): it leaves the slot, and the wheel counts one
+ * timer less. A slot a stop empties stays occupied (src/wheel.c,
  * tw__timer_stop). */
+static inline void tw__stop_waiting(struct tw__wheel_head *head, tw_timer *t,
+                                    uint64_t order) {
+  tw__slot_leave(&head->slots[order & TW__INDEX_MASK], t);
+  t->tw__order = (order & ~(uint64_t)TW__PLACE_MASK) | TW__IDLE;
+  head->count--;
+}
+
+/* tw__stop_waiting if `t` waits in a slot: 1 if done, 0 if not. */
 static inline int tw__stop_in_slot(struct tw__wheel_head *head, tw_timer *t) {
   uint64_t order = t->tw__order;
   if (!tw__in_slot(order))
     return 0;
-  tw__slot_leave(&head->slots[order & TW__INDEX_MASK], t);
-  t->tw__order = (order & ~(uint64_t)TW__PLACE_MASK) | TW__IDLE;
-  head->count--;
+  tw__stop_waiting(head, t, order);
   return 1;
 }
 

@@ -377,9 +377,10 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
 
 static inline int tw_uv_timer_stop(tw_uv_timer_t *handle) {
   struct tw_uv__head *d;
-  if (handle && tw__in_slot(handle->tw__timer.tw__order)) {
+  uint64_t order;
+  if (handle && tw__in_slot(order = handle->tw__timer.tw__order)) {
     d = tw__uv_owner(handle);
-    tw__stop_in_slot(tw__head(d->driver.wheel), &handle->tw__timer);
+    tw__stop_waiting(tw__head(d->driver.wheel), &handle->tw__timer, order);
     return tw__uv_stopped(d, handle);
   }
   return tw__uv_timer_stop(handle);
