@@ -363,7 +363,8 @@ TW_EXTERN const char *tw_strerror(int err);
  * are compiled into the caller, with their common cases:
  *  - the idle-timeout reset, a timer waiting in a slot, not holding its
  *    minimum (TW__MAY_HOLD_MIN), re-armed for the same or a later
- *    deadline, still in the future: a few stores;
+ *    deadline, or an earlier one no earlier than the slot's minimum,
+ *    still in the future: a few stores;
  *  - the start of an inactive timer for the future (not a fixed-rate
  *    one): it joins the tail of the slot the filing rule names
  *    (src/wheel.h) when that slot is occupied (it holds timers, or a stop
@@ -381,9 +382,10 @@ TW_EXTERN const char *tw_strerror(int err);
  *
  * ABI: this freezes, for the library's soname 0, the layout of struct
  * tw_timer and of its tw__order bits above; the start of a wheel, struct
- * tw__wheel_head, slots included; the filing rule (tw__filing_slot); and
- * struct tw_driver (public already); a change to any of these is a new
- * soname. A wheel starts with a struct tw__wheel_head, through which the
+ * tw__wheel_head, slots included, and what a slot's minimum bounds (no
+ * later than any deadline in the slot, no earlier than its start); the
+ * filing rule (tw__filing_slot); and struct tw_driver (public already); a
+ * change to any of these is a new soname. A wheel starts with a struct tw__wheel_head, through which the
  * library reads and writes the same fields (src/wheel.h).
  *
  * A program built against this header needs libtwheel.so.0 version 0.6 or
@@ -538,10 +540,22 @@ static inline int tw__in_slot(uint64_t order) {
 
 /* A timer whose tw__order is `order` waits in a slot and is not the one
  * holding the slot's minimum: it may be re-armed later with the store.
- * The store touches no slot, so the slot's index goes untested: one test
- * on the hottest path. */
+ * A later deadline touches no slot, so the slot's index goes untested: one
+ * test on the hottest path. */
 static inline int tw__may_store(uint64_t order) {
   return (order & (TW__STATE_MASK | TW__MAY_HOLD_MIN)) == TW__IN_SLOT;
+}
+
+/* Whether such a timer (tw__may_store of `order`) may take an earlier
+ * `deadline` with the store as well: one no earlier than its slot's
+ * minimum, which is no earlier than the slot's start (src/wheel.h), so the
+ * timer still belongs where it is and the minimum holds. An idle timeout
+ * re-armed with less jitter mostly is: resets have moved its deadline on
+ * past the slot it was filed in. */
+static inline int tw__may_store_earlier(const struct tw__wheel_head *head,
+                                        uint64_t order, uint64_t deadline) {
+  size_t index = (size_t)(order & TW__INDEX_MASK);
+  return index < TW__SLOT_COUNT && deadline >= head->slots[index].min;
 }
 
 /* Stores the callback and repeat of a start, each only if it changed:
@@ -582,8 +596,10 @@ static inline int tw__stop_in_slot(struct tw__wheel_head *head, tw_timer *t) {
 static inline int tw__store_restart(tw_wheel *w, tw_timer *t, uint64_t order,
                                     uint64_t deadline) {
   struct tw__wheel_head *head = tw__head(w);
-  if (!tw__may_store(order) || deadline < t->tw__deadline ||
-      deadline <= head->now || deadline >= TW_NEVER)
+  if (!tw__may_store(order) || deadline <= head->now || deadline >= TW_NEVER)
+    return 0;
+  if (deadline < t->tw__deadline &&
+      !tw__may_store_earlier(head, order, deadline))
     return 0;
   t->tw__deadline = deadline;
   t->tw__order = head->next_seq++ << TW__SEQ_SHIFT | (order & TW__TAG_MASK);

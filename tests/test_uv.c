@@ -328,6 +328,28 @@ Test(uv, library_start_and_stop_keep_the_loop_alive_exactly) {
   cr_assert_eq(library_calls, 4); /* the wrappers count (meson.build) */
 }
 
+/* The idle reset is the core's store inline for a deadline moved later,
+ * and for one moved earlier (less jitter) no earlier than the minimum of
+ * its slot (a level-1 slot: 256 ms); below that minimum the library
+ * re-arms it. Nothing runs the loop: nothing fires. */
+Test(uv, inline_reset_moves_a_deadline_earlier_down_to_its_slot_minimum) {
+  static struct probe p[2];
+  uint64_t now = uv_now(&loop);
+  uint64_t slot = ((now + 5000) / 256 + 1) * 256; /* the slot's start */
+  probes_init(p, 2);
+  start(&p[0], slot - now, 0); /* holds the slot's minimum */
+  start(&p[1], slot + 100 - now, 0);
+  library_calls = 0;
+  start(&p[1], slot + 3000 - now, 0); /* later */
+  start(&p[1], slot + 50 - now, 0);   /* earlier, above the minimum */
+  start(&p[1], slot - now, 0);        /* down to it */
+  cr_assert_eq(library_calls, 0, "an inline reset called the library");
+  cr_assert_eq(tw_next_expiry(tw_uv_wheel(d)), slot);
+  start(&p[1], slot - 1 - now, 0); /* below it */
+  cr_assert_eq(library_calls, 1);
+  cr_assert_eq(tw_next_expiry(tw_uv_wheel(d)), slot - 1);
+}
+
 /* Restarted inline after an inline stop, a timer fires once, never early,
  * after the one that kept its slot (equal deadlines: by latest start). */
 Test(uv, timer_stopped_and_restarted_inline_fires_once_in_order) {

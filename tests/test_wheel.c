@@ -490,6 +490,36 @@ Test(wheel, rule8_next_expiry_follows_a_timer_moved_earlier_inside_its_slot) {
 }
 
 /*
+ * A stale timer re-armed earlier but no earlier than its slot's minimum is
+ * a store, even inline (twheel.h, tw__may_store_earlier): it stays, the
+ * minimum holds, and it fires at its new deadline in the order of its latest
+ * start. Just below the minimum, the minimum follows it.
+ */
+Test(wheel, rule8_next_expiry_holds_for_restarts_earlier_down_to_the_slot_minimum) {
+  static struct probe p[5];
+  probes_init(p, 5);
+  start_at(&p[0], 1000); /* the level-1 slot [768, 1024); holds the minimum */
+  for (int i = 1; i <= 4; i++) {
+    start_at(&p[i], 1000 + 5 * (uint64_t)i);
+    start_at(&p[i], 5000); /* later: stale in its slot */
+  }
+  start_at(&p[2], 1005);
+  start_at(&p[1], 1005); /* earlier, above the minimum: after p[2] */
+  start_at(&p[3], 1000); /* down to the minimum: after p[0] */
+  cr_assert_eq(tw_next_expiry(wheel_), 1000);
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  start_at(&p[4], 999); /* below it: the new minimum */
+  cr_assert_eq(tw_next_expiry(wheel_), 999);
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_eq(tw_moves(wheel_), 0);
+  cr_assert_eq(tw_advance(wheel_, 998, TW_ALL), 0);
+  cr_assert_eq(tw_advance(wheel_, 999, TW_ALL), 1);
+  cr_assert_eq(tw_advance(wheel_, 1004, TW_ALL), 2);
+  cr_assert_eq(tw_advance(wheel_, 1005, TW_ALL), 2);
+  EXPECT_FIRED(4, 0, 3, 2, 1);
+}
+
+/*
  * A stop that empties a slot leaves its occupied bit set (wheel.h): the next
  * answer must not read the old minimum, and a timer filed there later, at
  * an earlier deadline than the last one, sets it afresh.
@@ -637,6 +667,13 @@ Test(wheel, rule9_timer_used_before_init_is_einval) {
   cr_assert_eq(tw_timer_start(wheel_, &zeroed, probe_cb, 5, 0), -EINVAL);
   memset(&zeroed, 0xff, sizeof zeroed);
   cr_assert_eq(tw_timer_start(wheel_, &zeroed, probe_cb, 5, 0), -EINVAL);
+  /* The state of a waiting timer with no slot's index: the inline paths
+   * that read its slot (an earlier start, a stop) must test the index. */
+  memset(&zeroed, 0, sizeof zeroed);
+  zeroed.tw__order = TW__IN_SLOT | TW__INDEX_MASK;
+  zeroed.tw__deadline = TW_NEVER - 1;
+  cr_assert_eq(tw_timer_start_at(wheel_, &zeroed, probe_cb, 5, 0), -EINVAL);
+  cr_assert_eq(tw_timer_stop(wheel_, &zeroed), -EINVAL);
   cr_assert_eq(tw_count(wheel_), 0);
 }
 
