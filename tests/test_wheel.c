@@ -182,22 +182,26 @@ Test(wheel, huge_jumps_in_strides_fire_each_timer_in_first_advance_past_it) {
 
 /* Rule 3: relative to tw_now, saturating at TW_NEVER - 1. */
 Test(wheel, rule3_timeouts_are_relative_and_saturate) {
-  static struct probe p[3];
-  probes_init(p, 3);
+  static struct probe p[5];
+  probes_init(p, 5);
   tw_advance(wheel_, 1000, TW_ALL);
   start(&p[0], 5, 0);
   cr_assert_eq(tw_timer_deadline(&p[0].timer), 1005);
   start(&p[1], UINT64_MAX, 0);
   cr_assert_eq(tw_timer_deadline(&p[1].timer), TW_NEVER - 1);
-  start(&p[2], UINT64_MAX - 999, 0); /* 1000 + that = TW_NEVER exactly */
+  start(&p[2], UINT64_MAX - 1000, 0); /* 1000 + that = TW_NEVER exactly */
   cr_assert_eq(tw_timer_deadline(&p[2].timer), TW_NEVER - 1);
-  cr_assert_eq(tw_count(wheel_), 3);
+  start(&p[3], UINT64_MAX - 999, 0); /* 1000 + that wraps to 0 */
+  cr_assert_eq(tw_timer_deadline(&p[3].timer), TW_NEVER - 1);
+  start(&p[4], UINT64_MAX - 1001, 0); /* TW_NEVER - 1 itself */
+  cr_assert_eq(tw_timer_deadline(&p[4].timer), TW_NEVER - 1);
+  cr_assert_eq(tw_count(wheel_), 5);
 
   cr_assert_eq(tw_advance(wheel_, TW_NEVER - 2, TW_ALL), 1);
   EXPECT_FIRED(0);
   cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER - 1);
-  cr_assert_eq(tw_advance(wheel_, TW_NEVER - 1, TW_ALL), 2);
-  EXPECT_FIRED(1, 2);
+  cr_assert_eq(tw_advance(wheel_, TW_NEVER - 1, TW_ALL), 4);
+  EXPECT_FIRED(1, 2, 3, 4);
 }
 
 Test(wheel, rule3_saturated_timer_counts_and_fires_only_at_never_minus_one) {

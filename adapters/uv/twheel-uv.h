@@ -356,7 +356,8 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
      * Active already: the liveness count stays. */
     if (tw__may_store(order)) {
       deadline = tw__uv_deadline_after(d->loop, timeout);
-      if (tw__store_restart(d->driver.wheel, t, order, deadline)) {
+      if (tw__in_future(tw__head(d->driver.wheel), deadline) &&
+          tw__store_restart(d->driver.wheel, t, order, deadline)) {
         t->tw__repeat = repeat;
         return tw__uv_started(d, handle, cb, deadline);
       }
@@ -364,7 +365,8 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                !d->driver.closed) {
       /* Started before: its wheel callback is the adapter's, kept. */
       deadline = tw__uv_deadline_after(d->loop, timeout);
-      if (tw__file_inactive(d->driver.wheel, t, order, t->tw__cb, deadline,
+      if (tw__in_future(tw__head(d->driver.wheel), deadline) &&
+          tw__file_inactive(d->driver.wheel, t, order, t->tw__cb, deadline,
                             repeat)) {
         if (handle->tw__flags & TW_UV__REF)
           tw__uv_refd_inc(d);
