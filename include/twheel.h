@@ -363,8 +363,8 @@ TW_EXTERN const char *tw_strerror(int err);
  * are compiled into the caller, with their common cases:
  *  - the idle-timeout reset, a timer waiting in a slot, not holding its
  *    minimum (TW__MAY_HOLD_MIN), re-armed for the same or a later
- *    deadline, or an earlier one no earlier than the slot's minimum,
- *    still in the future: a few stores;
+ *    deadline, or an earlier one after the slot's minimum, still in the
+ *    future: a few stores;
  *  - the start of an inactive timer for the future (not a fixed-rate
  *    one): it joins the tail of the slot the filing rule names
  *    (src/wheel.h) when that slot is occupied (it holds timers, or a stop
@@ -413,7 +413,8 @@ TW_EXTERN const char *tw_strerror(int err);
 
 struct tw__slot { /* 32 bytes on LP64, in one cache line of the wheel */
   struct tw__link timers;
-  uint64_t min;           /* no later than any deadline in it */
+  uint64_t min;           /* no later than any deadline in it, no
+                             earlier than its start */
   uint32_t count;         /* timers in it */
   unsigned char occupied; /* its bit in the wheel's bitmap (src/wheel.h) */
   unsigned char dirty;    /* min is only a bound */
@@ -539,23 +540,24 @@ static inline int tw__in_slot(uint64_t order) {
 }
 
 /* A timer whose tw__order is `order` waits in a slot and is not the one
- * holding the slot's minimum: it may be re-armed later with the store.
- * A later deadline touches no slot, so the slot's index goes untested: one
- * test on the hottest path. */
+ * holding the slot's minimum: it may be re-armed with the store, for a
+ * later deadline (touching no slot, so the slot's index goes untested: one
+ * test on the hottest path) or an earlier one (tw__may_store_earlier). */
 static inline int tw__may_store(uint64_t order) {
   return (order & (TW__STATE_MASK | TW__MAY_HOLD_MIN)) == TW__IN_SLOT;
 }
 
 /* Whether such a timer (tw__may_store of `order`) may take an earlier
- * `deadline` with the store as well: one no earlier than its slot's
- * minimum, which is no earlier than the slot's start (src/wheel.h), so the
- * timer still belongs where it is and the minimum holds. An idle timeout
- * re-armed with less jitter mostly is: resets have moved its deadline on
- * past the slot it was filed in. */
+ * `deadline` with the store as well: one after its slot's minimum, which
+ * is no earlier than the slot's start (src/wheel.h), so the timer still
+ * belongs where it is and the minimum holds, as in the library (src/wheel.c,
+ * arm); the minimum itself goes to the library, which may make the timer
+ * its holder. An idle timeout re-armed with less jitter mostly is after
+ * it: resets have moved its deadline on past the slot it was filed in. */
 static inline int tw__may_store_earlier(const struct tw__wheel_head *head,
                                         uint64_t order, uint64_t deadline) {
   size_t index = (size_t)(order & TW__INDEX_MASK);
-  return index < TW__SLOT_COUNT && deadline >= head->slots[index].min;
+  return index < TW__SLOT_COUNT && deadline > head->slots[index].min;
 }
 
 /* Stores the callback and repeat of a start, each only if it changed:
@@ -592,7 +594,8 @@ static inline int tw__stop_in_slot(struct tw__wheel_head *head, tw_timer *t) {
 
 /* Whether `deadline` lies after the wheel's time and before TW_NEVER: the
  * starts the inline paths can do (the library takes the past and the
- * saturated deadline). */
+ * saturated deadline). tw__store_restart and tw__file_inactive do not test
+ * it: their callers must (with TW_NEVER the filing rule names no slot). */
 static inline int tw__in_future(const struct tw__wheel_head *head,
                                 uint64_t deadline) {
   return deadline > head->now && deadline < TW_NEVER;
@@ -700,20 +703,19 @@ static inline int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
 
 /* now + timeout is tw__in_future when the timeout is not 0 and now is
  * below TW_NEVER - timeout: for a constant timeout (the idle reset), one
- * compare with a constant. Otherwise the library takes the start, with
- * the deadline TW_NEVER if the sum wraps (it saturates). */
+ * compare with a constant. Otherwise the library takes the start, with the
+ * deadline TW_NEVER if the sum reaches it or wraps (it saturates). */
 static inline int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                  uint64_t timeout, uint64_t repeat) {
-  uint64_t now, deadline;
+  uint64_t now;
   if (!w || !t || !cb)
     return tw__timer_start_at(w, t, cb, timeout, repeat); /* -EINVAL */
   now = tw__head(w)->now;
   if (timeout != 0 && now < TW_NEVER - timeout)
     return tw__start_in_future(w, t, cb, now + timeout, repeat);
-  deadline = now + timeout;
-  if (deadline < timeout)
-    deadline = TW_NEVER;
-  return tw__timer_start_nonnull(w, t, cb, deadline, repeat);
+  /* now itself, or a sum that reaches TW_NEVER or wraps */
+  return tw__timer_start_nonnull(w, t, cb, timeout != 0 ? TW_NEVER : now,
+                                 repeat);
 }
 
 static inline int tw_timer_stop(tw_wheel *w, tw_timer *t) {

@@ -269,8 +269,8 @@ static int stays_in_slot(const tw_wheel *w, const tw_timer *t, size_t index,
  * the future that its slot can hold (stays_in_slot), is a store: only the
  * slot's minimum may change. The inline path in twheel.h does those of a
  * timer not marked TW_MAY_HOLD_MIN that leave the minimum as it is: the
- * same or a later deadline, or an earlier one no earlier than the minimum
- * (which is no earlier than the slot's start, so stays_in_slot holds).
+ * same or a later deadline, or an earlier one after the minimum (which is
+ * no earlier than the slot's start, so stays_in_slot holds).
  */
 static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline,
                        unsigned state) {

@@ -98,7 +98,8 @@
  * (bit 12) on the timer that set the slot's minimum as it was filed or
  * moved earlier. While the slot is clean that timer still holds it, so only
  * it, stopped or moved later, can leave the minimum inexact: the others are
- * re-armed later with a plain store, even inline. Any state other than these
+ * re-armed later, or earlier but after the minimum, with a plain store, even
+ * inline. Any state other than these
  * three means tw_timer_init() was never called (zeroed memory included).
  * Bit 13 is the timer's one option, TW_FIXED_RATE, which every move keeps.
  */

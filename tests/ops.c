@@ -444,7 +444,7 @@ static void do_idle_reset(ops *o, size_t id) {
     break;
   }
   if (old > now && deadline >= old)
-    o->stats.later_resets++; /* the store path, unless already due */
+    o->stats.later_resets++; /* a store (so are some earlier ones) */
   via = choose(o, via_w, 2);
   if (deadline >= now && via == 0)
     pair_start(o->p, id, deadline - now, repeat); /* saturates as start_at */

@@ -329,9 +329,9 @@ Test(uv, library_start_and_stop_keep_the_loop_alive_exactly) {
 }
 
 /* The idle reset is the core's store inline for a deadline moved later,
- * and for one moved earlier (less jitter) no earlier than the minimum of
- * its slot (a level-1 slot: 256 ms); below that minimum the library
- * re-arms it. Nothing runs the loop: nothing fires. */
+ * and for one moved earlier (less jitter) after the minimum of its slot (a
+ * level-1 slot: 256 ms); down to that minimum the library re-arms it.
+ * Nothing runs the loop: nothing fires. */
 Test(uv, inline_reset_moves_a_deadline_earlier_down_to_its_slot_minimum) {
   static struct probe p[2];
   uint64_t now = uv_now(&loop);
@@ -341,12 +341,17 @@ Test(uv, inline_reset_moves_a_deadline_earlier_down_to_its_slot_minimum) {
   start(&p[1], slot + 100 - now, 0);
   library_calls = 0;
   start(&p[1], slot + 3000 - now, 0); /* later */
-  start(&p[1], slot + 50 - now, 0);   /* earlier, above the minimum */
-  start(&p[1], slot - now, 0);        /* down to it */
+  cr_assert_eq(tw_uv_timer_get_due_in(&p[1].t), slot + 3000 - now);
+  start(&p[1], slot + 50 - now, 0); /* earlier, after the minimum */
+  cr_assert_eq(tw_uv_timer_get_due_in(&p[1].t), slot + 50 - now);
+  start(&p[1], slot + 1 - now, 0); /* one tick after it */
+  cr_assert_eq(tw_uv_timer_get_due_in(&p[1].t), slot + 1 - now);
   cr_assert_eq(library_calls, 0, "an inline reset called the library");
   cr_assert_eq(tw_next_expiry(tw_uv_wheel(d)), slot);
-  start(&p[1], slot - 1 - now, 0); /* below it */
+  start(&p[1], slot - now, 0); /* down to it */
   cr_assert_eq(library_calls, 1);
+  start(&p[1], slot - 1 - now, 0); /* below it */
+  cr_assert_eq(library_calls, 2);
   cr_assert_eq(tw_next_expiry(tw_uv_wheel(d)), slot - 1);
 }
 
