@@ -385,8 +385,9 @@ TW_EXTERN const char *tw_strerror(int err);
  * tw__wheel_head, slots included, and what a slot's minimum bounds (no
  * later than any deadline in the slot, no earlier than its start); the
  * filing rule (tw__filing_slot); and struct tw_driver (public already); a
- * change to any of these is a new soname. A wheel starts with a struct tw__wheel_head, through which the
- * library reads and writes the same fields (src/wheel.h).
+ * change to any of these is a new soname. A wheel starts with a struct
+ * tw__wheel_head, through which the library reads and writes the same fields
+ * (src/wheel.h).
  *
  * A program built against this header needs libtwheel.so.0 version 0.6 or
  * later, and the loader enforces it: a file compiled with these inline

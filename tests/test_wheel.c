@@ -500,7 +500,8 @@ Test(wheel, rule8_next_expiry_follows_a_timer_moved_earlier_inside_its_slot) {
  * latest start. Just below the minimum, the minimum follows it. The inline
  * path is told apart in test_uv.c, which counts the library's calls.
  */
-Test(wheel, rule8_next_expiry_holds_for_restarts_earlier_down_to_the_slot_minimum) {
+Test(wheel,
+     rule8_next_expiry_holds_for_restarts_earlier_down_to_the_slot_minimum) {
   static struct probe p[5];
   probes_init(p, 5);
   start_at(&p[0], 1000); /* the level-1 slot [768, 1024); holds the minimum */
