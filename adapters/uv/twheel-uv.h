@@ -308,6 +308,15 @@ static inline uint64_t tw__uv_deadline_after(const uv_loop_t *loop,
   return timeout >= TW_NEVER - 1 - now ? TW_NEVER - 1 : now + timeout;
 }
 
+/* The deadline of an inline start (tw__uv_deadline_after) in *deadline: 1
+ * if it lies after the wheel's time, all that tw__in_future asks of it
+ * (it is below TW_NEVER already). */
+static inline int tw__uv_inline_deadline(const struct tw_uv__head *d,
+                                         uint64_t timeout, uint64_t *deadline) {
+  *deadline = tw__uv_deadline_after(d->loop, timeout);
+  return *deadline > tw__head(d->driver.wheel)->now;
+}
+
 /* The adapter of a handle, through its timer's data. */
 static inline struct tw_uv__head *tw__uv_owner(const tw_uv_timer_t *handle) {
   return (struct tw_uv__head *)handle->tw__timer.data;
@@ -355,8 +364,7 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
     /* The test is tw__store_restart's own, which the compiler then drops.
      * Active already: the liveness count stays. */
     if (tw__may_store(order)) {
-      deadline = tw__uv_deadline_after(d->loop, timeout);
-      if (tw__in_future(tw__head(d->driver.wheel), deadline) &&
+      if (tw__uv_inline_deadline(d, timeout, &deadline) &&
           tw__store_restart(d->driver.wheel, t, order, deadline)) {
         t->tw__repeat = repeat;
         return tw__uv_started(d, handle, cb, deadline);
@@ -364,8 +372,7 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
     } else if ((order & TW__STATE_MASK) == TW__IDLE && t->tw__cb &&
                !d->driver.closed) {
       /* Started before: its wheel callback is the adapter's, kept. */
-      deadline = tw__uv_deadline_after(d->loop, timeout);
-      if (tw__in_future(tw__head(d->driver.wheel), deadline) &&
+      if (tw__uv_inline_deadline(d, timeout, &deadline) &&
           tw__file_inactive(d->driver.wheel, t, order, t->tw__cb, deadline,
                             repeat)) {
         if (handle->tw__flags & TW_UV__REF)
