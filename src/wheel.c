@@ -14,8 +14,10 @@
 #include <string.h>
 
 _Static_assert((TW_LEVELS * TW_LEVEL_BITS) == 64 &&
-                   TW_SLOT_COUNT <= TW_INDEX_MASK + 1,
-               "the levels cover 64 bits; a slot's index fits its tag bits");
+                   TW_SLOT_COUNT <= TW_INDEX_MASK + 1 &&
+                   TW__IN_SLOT == TW_STATE_MASK,
+               "the levels cover 64 bits; a slot's index fits its tag bits; "
+               "in a slot is the highest state (tw__in_slot)");
 /* The inline paths of twheel.h require this layout by name (twheel.h). */
 const unsigned char tw__inline_abi_1 = 1;
 
@@ -190,7 +192,7 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
                            int at_head) {
   uint64_t deadline = t->tw__deadline;
   size_t index = tw__filing_slot(w->head.pos, w->head.level_end, deadline);
-  struct tw__slot *slot = &w->head.slots[index];
+  struct tw__slot *slot = tw__slot_at(&w->head, index);
 
   int ready = tw__slot_is_ready(slot);
   tw__slot_join(slot, index, t, deadline, order, at_head);

@@ -673,15 +673,20 @@ Test(wheel, rule9_timer_used_before_init_is_einval) {
   cr_assert_eq(tw_timer_start(wheel_, &zeroed, probe_cb, 5, 0), -EINVAL);
   memset(&zeroed, 0xff, sizeof zeroed);
   cr_assert_eq(tw_timer_start(wheel_, &zeroed, probe_cb, 5, 0), -EINVAL);
-  /* The state of a waiting timer with no slot's index: the inline paths
-   * that read its slot (an earlier start, a stop) must test the index (an
-   * untested one reads past the wheel: caught for sure under ASan). */
-  memset(&zeroed, 0, sizeof zeroed);
-  zeroed.tw__order = TW__IN_SLOT | TW__INDEX_MASK;
-  zeroed.tw__deadline = TW_NEVER - 1;
-  cr_assert_eq(tw_timer_start_at(wheel_, &zeroed, probe_cb, 5, 0), -EINVAL);
-  cr_assert_eq(tw_timer_stop(wheel_, &zeroed), -EINVAL);
-  cr_assert_eq(tw_count(wheel_), 0);
+  /* The state of a waiting timer with no slot's index, the first past the
+   * slots and the last: the inline paths that read its slot (an earlier
+   * start, a stop) must test the index (an untested one reads past the
+   * slots, into the wheel's private fields or past the wheel: caught under
+   * ASan, and the stop unlinks NULL links). */
+  uint64_t bad_index[] = {TW__SLOT_COUNT, TW__INDEX_MASK};
+  for (size_t i = 0; i < sizeof bad_index / sizeof bad_index[0]; i++) {
+    memset(&zeroed, 0, sizeof zeroed);
+    zeroed.tw__order = TW__IN_SLOT | bad_index[i];
+    zeroed.tw__deadline = TW_NEVER - 1;
+    cr_assert_eq(tw_timer_start_at(wheel_, &zeroed, probe_cb, 5, 0), -EINVAL);
+    cr_assert_eq(tw_timer_stop(wheel_, &zeroed), -EINVAL);
+    cr_assert_eq(tw_count(wheel_), 0);
+  }
 }
 
 /* Rule 10: no cost per tick. Far jumps finish at once (the timeout fails a
