@@ -569,6 +569,12 @@ static inline int tw__may_store(uint64_t order) {
   return (order & (TW__STATE_MASK | TW__MAY_HOLD_MIN)) == TW__IN_SLOT;
 }
 
+/* A timer whose tw__order is `order` is inactive and not fixed-rate: an
+ * inline start may file it (tw__file_inactive). */
+static inline int tw__may_file(uint64_t order) {
+  return (order & (TW__STATE_MASK | TW__FIXED_RATE)) == TW__IDLE;
+}
+
 /* Whether such a timer (tw__may_store of `order`) may take an earlier
  * `deadline` with the store as well: one after its slot's minimum, which
  * is no earlier than the slot's start (src/wheel.h), so the timer still
@@ -650,7 +656,7 @@ static inline int tw__file_inactive(tw_wheel *w, tw_timer *t, uint64_t order,
   struct tw__wheel_head *head = tw__head(w);
   struct tw__slot *slot;
   size_t index;
-  if ((order & (TW__STATE_MASK | TW__FIXED_RATE)) != TW__IDLE)
+  if (!tw__may_file(order))
     return 0;
   index = tw__filing_slot(head->pos, head->level_end, deadline);
   slot = tw__slot_at(head, index);

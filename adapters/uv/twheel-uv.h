@@ -361,16 +361,16 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
     t = &handle->tw__timer;
     order = t->tw__order;
     d = tw__uv_owner(handle); /* read through only once `order` vouches */
-    /* The test is tw__store_restart's own, which the compiler then drops.
-     * Active already: the liveness count stays. */
+    /* Each branch's test is the one its core function makes first
+     * (tw__store_restart, tw__file_inactive), which the compiler then
+     * drops. Active already: the liveness count stays. */
     if (tw__may_store(order)) {
       if (tw__uv_inline_deadline(d, timeout, &deadline) &&
           tw__store_restart(d->driver.wheel, t, order, deadline)) {
         t->tw__repeat = repeat;
         return tw__uv_started(d, handle, cb, deadline);
       }
-    } else if ((order & TW__STATE_MASK) == TW__IDLE && t->tw__cb &&
-               !d->driver.closed) {
+    } else if (tw__may_file(order) && t->tw__cb && !d->driver.closed) {
       /* Started before: its wheel callback is the adapter's, kept. */
       if (tw__uv_inline_deadline(d, timeout, &deadline) &&
           tw__file_inactive(d->driver.wheel, t, order, t->tw__cb, deadline,
