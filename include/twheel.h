@@ -491,10 +491,10 @@ static inline unsigned tw__slot_lower_min(struct tw__slot *slot,
 }
 
 /* The address of slot `index`, formed once: the compiler may not rebuild
- * it from the wheel and the index at each use, as gcc 12 does when the
- * links store it and the fields are read through it (two bases: 3
- * instructions more per start, 10 per start+stop with the stop's test
- * below, callgrind, the peer benchmark). */
+ * it from the wheel and the index at each use, as gcc 12 does when a start
+ * both stores it (in the links) and reads the slot's fields through it,
+ * keeping two bases: 8 instructions more per start+stop (callgrind, the
+ * peer benchmark and twbench). */
 static inline struct tw__slot *tw__slot_at(struct tw__wheel_head *head,
                                            size_t index) {
   struct tw__slot *slot = &head->slots[index];
