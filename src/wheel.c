@@ -14,10 +14,12 @@
 #include <string.h>
 
 _Static_assert((TW_LEVELS * TW_LEVEL_BITS) == 64 &&
-                   TW_SLOT_COUNT <= TW_INDEX_MASK + 1 &&
-                   TW__IN_SLOT == TW_STATE_MASK,
-               "the levels cover 64 bits; a slot's index fits its tag bits; "
-               "in a slot is the highest state (tw__in_slot)");
+                   TW_SLOT_COUNT <= TW_INDEX_MASK + 1,
+               "the levels cover 64 bits; a slot's index fits its tag bits");
+_Static_assert(TW_SLOT == TW_STATE_MASK &&
+                   TW_INDEX_MASK < (TW_STATE_MASK & -TW_STATE_MASK),
+               "in a slot is the highest state, and the index bits lie below "
+               "the state bits (tw__waiting_slot)");
 /* The inline paths of twheel.h require this layout by name (twheel.h). */
 const unsigned char tw__inline_abi_1 = 1;
 

@@ -185,8 +185,7 @@ static inline void tw__set_place(tw_timer *t, unsigned place) {
 
 static inline int tw__is_valid(const tw_timer *t) {
   unsigned state = tw__state(t);
-  return state == TW_IDLE || state == TW_DUE ||
-         (state == TW_SLOT && tw__slot_of(t) < TW_SLOT_COUNT);
+  return state == TW_IDLE || state == TW_DUE || tw__in_slot(t->tw__order);
 }
 
 /*
