@@ -252,6 +252,10 @@ int tw_uv_timer_init(tw_uv *d, tw_uv_timer_t *handle) {
   if (!d || !handle || d->head.driver.closed)
     return UV_EINVAL;
   tw_timer_init(&handle->tw__timer);
+  /* The wheel's callback is `fire` for every handle, from here on: so the
+   * inline start (twheel-uv.h) takes a handle's first start too, and
+   * "never started" is the user's callback, NULL until then. */
+  handle->tw__timer.tw__cb = fire;
   handle->tw__timer.data = d;
   handle->tw__cb = NULL;
   handle->tw__flags = TW_UV__REF;

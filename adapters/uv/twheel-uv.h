@@ -236,9 +236,10 @@ TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
  * into the caller, with the core's (twheel.h):
  *  - the idle-timeout reset of a timer waiting in the wheel: the core's
  *    store;
- *  - the start of an inactive timer that was started before (its wheel
- *    callback is the adapter's) on an open adapter, for a deadline after
- *    the wheel's time, into an occupied slot: the core's inline start;
+ *  - the start of an inactive timer on an open adapter (its wheel
+ *    callback is the adapter's, set by tw_uv_timer_init), for a deadline
+ *    after the wheel's time, into an occupied slot: the core's inline
+ *    start, the first start of a timer included;
  *  - the stop of a timer waiting in a slot: the core's inline stop.
  * They call out only where the library would too: when the first
  * referenced timer becomes active or the last one inactive
@@ -371,7 +372,8 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
         return tw__uv_started(d, handle, cb, deadline);
       }
     } else if (tw__may_file(order) && t->tw__cb && !d->driver.closed) {
-      /* Started before: its wheel callback is the adapter's, kept. */
+      /* Its wheel callback is the adapter's since tw_uv_timer_init (NULL
+       * only from a library older than this header: the library starts). */
       if (tw__uv_inline_deadline(d, timeout, &deadline) &&
           tw__file_inactive(d->driver.wheel, t, order, t->tw__cb, deadline,
                             repeat)) {
