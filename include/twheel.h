@@ -70,7 +70,8 @@ struct tw_timer {
 
   /* private */
   struct tw__link tw__link; /* in a slot, the due list or the firing list */
-  tw_timer_cb tw__cb;       /* NULL until the first start */
+  tw_timer_cb tw__cb;       /* NULL until the first start (twheel-uv sets it at
+                               init) */
   uint64_t tw__deadline; /* absolute; may be later than the slot it sits in */
   uint64_t tw__repeat;
   uint64_t tw__order; /* start sequence << TW__SEQ_SHIFT | where it waits */

@@ -177,7 +177,9 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
   return 0;
 }
 
-/* The wheel's callback for every timer: liveness, then the user's. */
+/* The wheel's callback for every timer: liveness, then the user's, which
+ * every start of the handle sets (a wheel timer armed any other way, as
+ * through tw_uv_wheel, would call a NULL one: do not). */
 static void fire(tw_timer *t) {
   tw_uv_timer_t *h = handle_of(t);
   if ((h->tw__flags & TW_UV__REF) && !tw_timer_is_active(t))

@@ -372,8 +372,9 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
         return tw__uv_started(d, handle, cb, deadline);
       }
     } else if (tw__may_file(order) && t->tw__cb && !d->driver.closed) {
-      /* Its wheel callback is the adapter's since tw_uv_timer_init (NULL
-       * only from a library older than this header: the library starts). */
+      /* Its wheel callback is the adapter's since tw_uv_timer_init; NULL
+       * only with a libtwheel-uv whose init left it to the first start
+       * (0.6.0 built before this was so): then the library starts. */
       if (tw__uv_inline_deadline(d, timeout, &deadline) &&
           tw__file_inactive(d->driver.wheel, t, order, t->tw__cb, deadline,
                             repeat)) {
