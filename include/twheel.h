@@ -602,7 +602,7 @@ static inline int tw__may_file(uint64_t order) {
  * it: resets have moved its deadline on past the slot it was filed in. */
 static inline int tw__may_store_earlier(const struct tw__wheel_head *head,
                                         uint64_t order, uint64_t deadline) {
-  size_t index = (size_t)(order & TW__INDEX_MASK);
+  uint64_t index = tw__waiting_slot(order);
   return index < TW__SLOT_COUNT && deadline > head->slots[index].min;
 }
 
