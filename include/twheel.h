@@ -70,10 +70,12 @@ struct tw_timer {
 
   /* private. Their order was measured: with tw__order, tw__deadline,
    * tw__repeat and tw__cb right after data (a reset's fields together),
-   * bench's reset at N = 1e6 missed L1 less (core 1.27 -> 1.15 reads per
-   * reset, tw_uv 1.80 -> 1.32: callgrind's cache simulation) but took no
-   * less time (core 33.2 -> 32.9 ns, tw_uv 42.5 -> 44.3: interleaved,
-   * medians of 7), so this order (frozen: "Inline fast paths") stays. */
+   * bench's reset at N = 1e6 had fewer L1 read misses (core 1.27 -> 1.15
+   * per reset, tw_uv 1.80 -> 1.32: callgrind's cache simulation, whose
+   * last-level misses rose, 0.20 -> 0.31 and 0.33 -> 0.81) but took no
+   * measurably less time (core 33.2 -> 32.9 ns, tw_uv 42.5 -> 44.3:
+   * interleaved, medians of 7), so this order (frozen: "Inline fast
+   * paths") stays. */
   struct tw__link tw__link; /* in a slot, the due list or the firing list */
   tw_timer_cb tw__cb;       /* NULL until the first start (twheel-uv sets it at
                                init) */
