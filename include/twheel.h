@@ -604,8 +604,8 @@ static inline int tw__may_file(uint64_t order) {
  * it: resets have moved its deadline on past the slot it was filed in. */
 static inline int tw__may_store_earlier(const struct tw__wheel_head *head,
                                         uint64_t order, uint64_t deadline) {
-  uint64_t index = tw__waiting_slot(order);
-  return index < TW__SLOT_COUNT && deadline > head->slots[index].min;
+  return tw__in_slot(order) &&
+         deadline > head->slots[tw__waiting_slot(order)].min;
 }
 
 /* Stores the callback and repeat of a start, each only if it changed:
