@@ -652,28 +652,24 @@ static inline int tw__in_future(const struct tw__wheel_head *head,
 /* The store, for `t` whose tw__order the caller has read (`order`), and a
  * deadline tw__in_future, but for its callback and repeat, which the
  * caller stores: 1 if done, 0 if the library must do the start.
- * The sequence is read first, before the tests on the timer, whose line is
- * mostly not in the cache yet. Measured against reading it where it is
- * used (next_seq++ in the store, which g++ placed after the deadline's
- * store), the peer benchmark's reset: 3.7 ns faster at N = 1e6 and 1.6 at
- * 1e5 (medians of the differences of 24 interleaved pairs, 24 and 18 of
- * them faster), for one instruction more (52.9 -> 53.9, callgrind).
- * Read after the tests but before the stores, no faster there (10 of 24
- * pairs faster at 1e6). bench's reset (gcc, C), where the read already
- * came before the stores, did not gain: 0.2 ns slower, 11 of 30 pairs
- * faster, within its noise. */
+ * Tried: reading next_seq into a local first, before the tests. The peer
+ * benchmark's reset (g++) ran 3.7 ns faster at N = 1e6 (24 of 24
+ * interleaved pairs) and 1.6 at 1e5 (18 of 24), but the same early read
+ * with the sequence passed in from tw__start_in_future ran no faster
+ * (10 of 20 pairs), so the gain followed that build's code layout rather
+ * than the read; and in bench (gcc, C) the start of an inactive timer
+ * took 2 instructions more (start+stop 118.8 -> 120.8 under callgrind;
+ * 0.6 ns slower, 5 of 20 pairs faster). Not kept. */
 static inline int tw__store_restart(tw_wheel *w, tw_timer *t, uint64_t order,
                                     uint64_t deadline) {
   struct tw__wheel_head *head = tw__head(w);
-  uint64_t seq = head->next_seq;
   if (!tw__may_store(order))
     return 0;
   if (deadline < t->tw__deadline &&
       !tw__may_store_earlier(head, order, deadline))
     return 0;
   t->tw__deadline = deadline;
-  head->next_seq = seq + 1;
-  t->tw__order = seq << TW__SEQ_SHIFT | (order & TW__TAG_MASK);
+  t->tw__order = head->next_seq++ << TW__SEQ_SHIFT | (order & TW__TAG_MASK);
   return 1;
 }
 
