@@ -654,12 +654,12 @@ static inline int tw__in_future(const struct tw__wheel_head *head,
  * caller stores: 1 if done, 0 if the library must do the start.
  * Tried: reading next_seq into a local first, before the tests. The peer
  * benchmark's reset (g++) ran 3.7 ns faster at N = 1e6 (24 of 24
- * interleaved pairs) and 1.6 at 1e5 (18 of 24), but the same early read
- * with the sequence passed in from tw__start_in_future ran no faster
- * (10 of 20 pairs), so the gain followed that build's code layout rather
- * than the read; and in bench (gcc, C) the start of an inactive timer
- * took 2 instructions more (start+stop 118.8 -> 120.8 under callgrind;
- * 0.6 ns slower, 5 of 20 pairs faster). Not kept. */
+ * interleaved pairs) and 1.6 at 1e5 (18 of 24), but an early read with
+ * the sequence passed in from tw__start_in_future ran no faster (10 of 20
+ * pairs): the read alone does not explain the gain, which we take to
+ * follow that build's code layout. In bench (gcc, C) the start of an
+ * inactive timer took 2 instructions more (start+stop 118.8 -> 120.8
+ * under callgrind; 0.6 ns slower, 5 of 20 pairs faster). Not kept. */
 static inline int tw__store_restart(tw_wheel *w, tw_timer *t, uint64_t order,
                                     uint64_t deadline) {
   struct tw__wheel_head *head = tw__head(w);
