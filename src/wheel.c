@@ -196,8 +196,9 @@ static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
   size_t index = tw__filing_slot(w->head.pos, w->head.level_end, deadline);
   struct tw__slot *slot = tw__slot_at(&w->head, index);
 
-  int ready = tw__slot_is_ready(slot);
-  tw__slot_join(slot, index, t, deadline, order, at_head);
+  uint32_t count = slot->count;
+  int ready = tw__slot_is_ready(slot, count);
+  tw__slot_join(slot, count, index, t, deadline, order, at_head);
   if (!ready) /* last: a tail call, with nothing live across it */
     now_occupied(w, index, deadline);
 }
