@@ -92,7 +92,8 @@ struct bench_out {
 void bench_kv(const char *key, double value);
 void bench_kv_str(const char *key, const char *value);
 /* The twheel adapter rows: their counters over the timed part, as
- * adapter_wakeups, adapter_empty and adapter_rearms. */
+ * adapter_wakeups, adapter_empty, adapter_rearms and adapter_maintenance
+ * (tw_stats). */
 void bench_kv_adapter(const tw_stats *before, const tw_stats *after);
 
 /* ---- the interface between the scenarios and the rows ---- */

@@ -122,6 +122,7 @@ static void drv_drive(void *p, struct bench_run *r, uint64_t ticks,
                       bench_batch_fn batch) {
   struct core *x = p;
   x->driver.stats.wakeups = x->driver.stats.empty_wakeups = 0;
+  x->driver.stats.maintenance = 0;
   bench_run_ticks(x, r, ticks, batch);
 }
 
@@ -129,6 +130,7 @@ static void drv_stats(void *p) {
   struct core *x = p;
   bench_kv("adapter_wakeups", (double)x->driver.stats.wakeups);
   bench_kv("adapter_empty", (double)x->driver.stats.empty_wakeups);
+  bench_kv("adapter_maintenance", (double)x->driver.stats.maintenance);
 }
 
 /* Setup of burst and spread: starts are due at the next ms or later, so a

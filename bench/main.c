@@ -77,6 +77,8 @@ void bench_kv_adapter(const tw_stats *before, const tw_stats *after) {
   bench_kv("adapter_empty",
            (double)(after->empty_wakeups - before->empty_wakeups));
   bench_kv("adapter_rearms", (double)(after->rearms - before->rearms));
+  bench_kv("adapter_maintenance",
+           (double)(after->maintenance - before->maintenance));
 }
 
 static void list(void) {
