@@ -5,10 +5,10 @@
  * firing early against it; adapters/event/twheel-event.h). Alone such a
  * read is cheap, but on x86 Linux's vDSO orders its TSC read after every
  * earlier load (rdtsc_ordered), so the cache misses that a loop of adds
- * would overlap are waited for one by one. This program shows it without any timer: a loop
- * of read-modify-writes of random 64-byte lines in a 128 MiB array, first
- * alone, then with a clock read per access, for each clock; and the
- * precise read alone.
+ * would overlap are waited for one by one. This program shows it without
+ * any timer: a loop of read-modify-writes of random 64-byte lines in a
+ * 128 MiB array, first alone, then with a clock read per access, for each
+ * clock; and the precise read alone.
  *
  *     build-bench/bench/clockcost [iterations]     (default 4000000)
  *
