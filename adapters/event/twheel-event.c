@@ -62,12 +62,22 @@ static uint64_t ceil_ms(uint64_t ns) {
   return ns / NS_PER_MS + (ns % NS_PER_MS != 0);
 }
 
+/* The ns of a timeval normalised and in range: 0 <= usec < 1e6, 0 <= sec
+ * < NS_MAX / NS_PER_S. */
+static uint64_t normalised_ns(int64_t sec, int64_t usec) {
+  return (uint64_t)sec * NS_PER_S + (uint64_t)usec * NS_PER_US;
+}
+
 /* The duration a timeval (or common-timeout token) stands for, in ns;
  * 0 when zero or negative, saturated at NS_MAX. */
 static uint64_t duration_ns(const struct timeval *tv) {
   int64_t sec = (int64_t)tv->tv_sec;
   int64_t usec = (int64_t)tv->tv_usec;
 
+  /* The common case, as evtimer_add() is mostly given: no token, no carry,
+   * nothing to saturate (both tests are on the values as unsigned). */
+  if ((uint64_t)usec < US_PER_S && (uint64_t)sec < NS_MAX / NS_PER_S)
+    return normalised_ns(sec, usec);
   if (usec >= 0 && (usec & COMMON_TIMEOUT_MAGIC_MASK) == COMMON_TIMEOUT_MAGIC)
     usec &= COMMON_TIMEOUT_USEC_MASK;
   int64_t carry = usec / US_PER_S; /* tv_usec outside [0, 1e6) */
@@ -85,7 +95,7 @@ static uint64_t duration_ns(const struct timeval *tv) {
     return 0;
   if ((uint64_t)sec >= NS_MAX / NS_PER_S)
     return NS_MAX;
-  return (uint64_t)sec * NS_PER_S + (uint64_t)usec * NS_PER_US;
+  return normalised_ns(sec, usec);
 }
 
 static void on_wakeup(evutil_socket_t fd, short what, void *arg);
@@ -190,7 +200,7 @@ static void on_timer(tw_timer *timer) {
       (tw_ev_timer *)(void *)((char *)timer - offsetof(tw_ev_timer, tw__timer));
   tw_ev *d = timer->data;
 
-  if (tw_timer_is_active(timer)) { /* EV_PERSIST, re-armed by the wheel */
+  if (tw__is_active(timer)) { /* EV_PERSIST, re-armed by the wheel */
     uint64_t next =
         saturating_add(t->tw__expiry, tw_timer_get_repeat(timer) * NS_PER_MS);
     if (deadline_of(next) != tw_timer_deadline(timer)) /* periods missed */
@@ -246,7 +256,7 @@ int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
   /* Never early: the first ms whose start is at or after the expiry. A
    * zero span is due at once (any later wakeup is after the add). */
   deadline = span ? deadline_of(expiry) : now / NS_PER_MS;
-  period = tw_timer_is_fixed_rate(&t->tw__timer) ? ceil_ms(span) : 0;
+  period = tw__is_fixed_rate(&t->tw__timer) ? ceil_ms(span) : 0;
   if (tw_timer_start_at(d->driver.wheel, &t->tw__timer, on_timer, deadline,
                         period) != 0)
     return -1;

@@ -182,7 +182,7 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
  * through tw_uv_wheel, would call a NULL one: do not). */
 static void fire(tw_timer *t) {
   tw_uv_timer_t *h = handle_of(t);
-  if ((h->tw__flags & TW_UV__REF) && !tw_timer_is_active(t))
+  if ((h->tw__flags & TW_UV__REF) && !tw__is_active(t))
     tw__uv_refd_dec(t->data); /* a one-shot is inactive from here on */
   h->tw__cb(h);               /* h may be freed from here on */
 }
