@@ -718,8 +718,8 @@ static inline int tw__is_active(const tw_timer *t) {
 }
 
 /* tw_timer_is_fixed_rate(t) with no call, for a timer (not NULL) that the
- * caller knows to be initialised or is about to start: the start refuses
- * one never initialised, whatever this answered for it. */
+ * caller knows to be initialised or is about to start (the start refuses
+ * zeroed memory, whatever this answered for it). */
 static inline int tw__is_fixed_rate(const tw_timer *t) {
   return (t->tw__order & TW__FIXED_RATE) != 0;
 }
