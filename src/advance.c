@@ -427,11 +427,13 @@ static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire, size_t work) {
     free(w);
     return ran;
   }
-  if (w->break_pending) { /* the caller wants control back at once */
+  /* A break wants control back at once: no paced work after it. Either
+   * way, what the budget left says whether this advance used it all up
+   * (tw__next_times). */
+  if (w->break_pending)
     w->break_pending = 0;
-    return ran;
-  }
-  if (w->head.pos == w->head.now && work > 0 && w->head.now >= w->pace_next)
+  else if (w->head.pos == w->head.now && work > 0 &&
+           w->head.now >= w->pace_next)
     work -= tw__pace(w, work);
   w->unfinished = work == 0;
   return ran;

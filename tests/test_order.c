@@ -409,6 +409,35 @@ Test(order, break_from_a_callback_ends_the_advance_after_it) {
   EXPECT_FIRED(4);
 }
 
+/* Rule 7 across a break: an advance that a callback breaks tells
+ * tw_next_wakeup whether it used up its budget, as any advance does: yes,
+ * so at or before now (there may be work left); no, so not an earlier
+ * advance's answer (the stale one would be "now", one wasted wakeup). */
+Test(order, break_keeps_the_next_wakeup_true_to_the_budget) {
+  static struct probe p[4];
+  probes_init(p, 4);
+  p[0].then = break_the_advance;
+  start_at(&p[0], 10);
+  start_at(&p[1], 1000);
+  /* 2 units: p[0] collected, then run; it breaks with the budget spent */
+  cr_assert_eq(tw_advance_slice(wheel_, 10, 2), 1);
+  EXPECT_FIRED(0);
+  cr_assert_leq(tw_next_wakeup(wheel_), 10, "the budget was used up");
+  cr_assert_eq(tw_advance(wheel_, 10, TW_ALL), 0);
+  cr_assert_eq(tw_next_wakeup(wheel_), 1000);
+
+  p[3].then = break_the_advance;
+  start_at(&p[2], 20);
+  start_at(&p[3], 20);
+  /* 1 unit: the collection of slot 20 stops after p[2], work left */
+  cr_assert_eq(tw_advance_slice(wheel_, 20, 1), 0);
+  cr_assert_leq(tw_next_wakeup(wheel_), 20);
+  /* the rest, with budget to spare: p[3] breaks as the last one due */
+  cr_assert_eq(tw_advance(wheel_, 20, TW_ALL), 2);
+  EXPECT_FIRED(2, 3);
+  cr_assert_eq(tw_next_wakeup(wheel_), 1000, "nothing is left before p[1]");
+}
+
 /* Rule 6 with a fixed rate (libevent's EV_PERSIST): re-armed at the
  * deadline it fired for + repeat, so late advances do not shift the
  * period; a period already missed collapses into now + repeat. */
