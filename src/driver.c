@@ -81,7 +81,7 @@ size_t tw_driver_expired(tw_driver *d, uint64_t now) {
   uint64_t expiry, wakeup;
   size_t ran;
 
-  if (!d)
+  if (!d || d->closed) /* the loop may have freed the wheel */
     return 0;
   for_maintenance = d->tw__for_maintenance;
   d->armed = TW_NEVER; /* the loop timer fires once per arming */

@@ -228,6 +228,18 @@ Test(driver, closed_from_a_callback_it_arms_nothing_more) {
   cr_assert_eq(arms_len, before);
 }
 
+/* A loop timer that fires once the driver is closed (a loop that closed
+ * it with the timer still due) advances nothing: the loop may have freed
+ * the wheel, so the driver does not touch it, and counts no wakeup. */
+Test(driver, closed_it_ignores_a_late_firing) {
+  start_at(&a, 1500);
+  tw_driver_close(&driver);
+  cr_assert_eq(tw_driver_expired(&driver, 2000), 0);
+  cr_assert(tw_timer_is_active(&a), "the wheel did not advance");
+  cr_assert_eq(tw_now(wheel), 1000);
+  cr_assert_eq(driver.stats.wakeups, 0);
+}
+
 Test(driver, rearm_forces_the_earlier_of_now_armed_and_given) {
   start_at(&a, 1500);
   cr_assert_eq(tw_driver_rearm(&driver, 1800), 0); /* armed earlier: kept */
