@@ -354,9 +354,9 @@ TW_EXTERN int tw_driver_rearm(tw_driver *d, uint64_t at);
  * wakeup, and re-arms the loop timer for tw_next_wakeup() (nothing when no
  * timer is left). Returns the callbacks run (0 for NULL). If a callback
  * closed the driver (tw_driver_close), nothing after the advance touches
- * the wheel; once closed, a late firing of the loop timer does nothing and
- * returns 0 (the loop may have freed the wheel by then, as libuv and
- * libevent run no callback of a timer closed or deleted).
+ * the wheel. Once the driver is closed, a late firing of the loop timer (a
+ * loop of one's own that closed the driver and left its timer armed) does
+ * nothing and returns 0: the loop may have freed the wheel by then.
  */
 TW_EXTERN size_t tw_driver_expired(tw_driver *d, uint64_t now);
 
