@@ -482,12 +482,14 @@ static inline unsigned tw__highest_bit(uint64_t x) { /* x != 0 */
  * that level or the one below, g: the distance lies in [2^(8g+1), 2^(8g+9))
  * (in [1, 2^9) for g = 0), at least two level-(g-1) blocks and less than
  * one level-(g+1) block, so one compare with level_end[g] decides.
- * The ends grow with the level, so a deadline before level_end[1] (every
- * one less than 2^16 ticks after pos: 65 s in milliseconds, which most
- * timeouts are) files at level 0 or 1, and its slot comes first, from two
- * compares and constant shifts: 5 instructions fewer per start+stop (116
- * -> 111 under callgrind, the peer benchmark at N = 1e5) and 7% less time
- * there at 1e5, 4% at 1e6, 12% in bench/run's start+stop at 1e6.
+ * The ends grow with the level, so a deadline before level_end[1] (which
+ * includes every one less than 2^16 ticks after pos: 65 s in milliseconds,
+ * as most timeouts are) files at level 0 or 1, and its slot is found first,
+ * from two compares and constant shifts, without the highest-bit search: 5
+ * instructions fewer per start+stop (116 -> 111 under callgrind, the peer
+ * benchmark at N = 1e5) and 7% less time there at 1e5, 4% at 1e6, 12% in
+ * twbench's start+stop at 1e6 (each interleaved with the build before).
+ * tests/test_wheel.c holds it to the rule's definition at every level end.
  */
 static inline size_t tw__filing_slot(uint64_t pos, const uint64_t *level_end,
                                      uint64_t deadline) {

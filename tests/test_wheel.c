@@ -108,6 +108,83 @@ Test(wheel, rule1_fires_exactly_at_deadline_at_every_level_edge) {
   wheel_ = tw_wheel_new(0); /* for the teardown */
 }
 
+/* The filing rule the inline start shares with the library
+ * (tw__filing_slot, frozen by the header's ABI) against its definition:
+ * a deadline d after pos is filed at the lowest level whose two blocks
+ * hold it (d's block there is pos's or the next; the top level's one
+ * block holds every time), in the slot of d's digit and block parity
+ * there. The level ends are computed here from that definition, as the
+ * wheel keeps them (its level_end), and every deadline one before,
+ * at and one after each end is tried, for starting points at and around
+ * digit rollovers and near the end of time. */
+static uint64_t block_of(uint64_t t, unsigned level) {
+  return level == TW__LEVELS - 1 ? 0 : t >> (TW__LEVEL_BITS * (level + 1));
+}
+
+static size_t slot_by_definition(uint64_t pos, uint64_t deadline) {
+  unsigned level = 0;
+  while (block_of(deadline, level) - block_of(pos, level) > 1)
+    level++;
+  return (size_t)level * TW__LEVEL_SLOTS +
+         (size_t)(block_of(deadline, level) & 1) * (TW__LEVEL_SLOTS / 2) +
+         (size_t)(deadline >> (TW__LEVEL_BITS * level) &
+                  (TW__LEVEL_SLOTS / 2 - 1));
+}
+
+/* The end of `level`'s two blocks at pos; TW_NEVER at the top and where it
+ * would not fit in 64 bits. */
+static uint64_t level_end_of(uint64_t pos, unsigned level) {
+  unsigned above = TW__LEVEL_BITS * (level + 1);
+  uint64_t block;
+  if (level == TW__LEVELS - 1)
+    return TW_NEVER;
+  block = block_of(pos, level) + 2;
+  return block > (UINT64_MAX >> above) ? TW_NEVER : block << above;
+}
+
+static void check_filing(uint64_t pos, const uint64_t *ends,
+                         uint64_t deadline) {
+  if (deadline <= pos || deadline >= TW_NEVER)
+    return; /* the start files only deadlines in (pos, TW_NEVER) */
+  cr_assert_eq(
+      tw__filing_slot(pos, ends, deadline), slot_by_definition(pos, deadline),
+      "pos %llu, deadline %llu: slot %zu, the rule's %zu",
+      (unsigned long long)pos, (unsigned long long)deadline,
+      tw__filing_slot(pos, ends, deadline), slot_by_definition(pos, deadline));
+}
+
+Test(wheel, filing_rule_names_the_lowest_level_whose_two_blocks_hold_it) {
+  static const uint64_t near_end[] = {
+      UINT64_MAX - 2,
+      UINT64_MAX - ((uint64_t)1 << 16),
+      UINT64_MAX - ((uint64_t)1 << 17) + 5,
+      UINT64_MAX - ((uint64_t)1 << 40),
+      ((uint64_t)1 << 63) - 1,
+  };
+  uint64_t x = 0x9e3779b97f4a7c15u; /* xorshift: random offsets */
+  for (size_t k = 0; k < sizeof bases / sizeof bases[0] +
+                             sizeof near_end / sizeof near_end[0];
+       k++) {
+    uint64_t pos = k < sizeof bases / sizeof bases[0]
+                       ? bases[k]
+                       : near_end[k - sizeof bases / sizeof bases[0]];
+    uint64_t ends[TW__LEVELS];
+    for (unsigned level = 0; level < TW__LEVELS; level++)
+      ends[level] = level_end_of(pos, level);
+    for (unsigned level = 0; level < TW__LEVELS; level++) {
+      check_filing(pos, ends, ends[level] - 1);
+      check_filing(pos, ends, ends[level]);
+      check_filing(pos, ends, ends[level] + 1);
+    }
+    for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++)
+      check_filing(pos, ends, pos + edges[e]);
+    for (int i = 0; i < 1000; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      check_filing(pos, ends, pos + (x >> (x % 64)));
+    }
+  }
+}
+
 /* Rule 1 tick by tick across level 0's two blocks and into level 1. */
 Test(wheel, rule1_never_early_stepping_one_tick_at_a_time) {
   static const uint64_t timeouts[] = {63,  64,  65,  255,  256,  257,
