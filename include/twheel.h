@@ -489,7 +489,9 @@ static inline unsigned tw__highest_bit(uint64_t x) { /* x != 0 */
  * instructions fewer per start+stop (116 -> 111 under callgrind, the peer
  * benchmark at N = 1e5) and 7% less time there at 1e5, 4% at 1e6, 12% in
  * twbench's start+stop at 1e6 (each interleaved with the build before).
- * tests/test_wheel.c holds it to the rule's definition at every level end.
+ * tests/test_wheel.c files timers at every level end and asks the
+ * invariant checker (src/check.c, rule_slot) whether each is where the rule
+ * puts it.
  */
 static inline size_t tw__filing_slot(uint64_t pos, const uint64_t *level_end,
                                      uint64_t deadline) {

@@ -109,50 +109,14 @@ Test(wheel, rule1_fires_exactly_at_deadline_at_every_level_edge) {
 }
 
 /* The filing rule the inline start shares with the library
- * (tw__filing_slot, frozen by the header's ABI) against its definition:
- * a deadline d after pos is filed at the lowest level whose two blocks
- * hold it (d's block there is pos's or the next; the top level's one
- * block holds every time), in the slot of d's digit and block parity
- * there. The level ends are computed here from that definition, as the
- * wheel keeps them (its level_end), and every deadline one before,
- * at and one after each end is tried, for starting points at and around
- * digit rollovers and near the end of time. */
-static uint64_t block_of(uint64_t t, unsigned level) {
-  return level == TW__LEVELS - 1 ? 0 : t >> (TW__LEVEL_BITS * (level + 1));
-}
-
-static size_t slot_by_definition(uint64_t pos, uint64_t deadline) {
-  unsigned level = 0;
-  while (block_of(deadline, level) - block_of(pos, level) > 1)
-    level++;
-  return (size_t)level * TW__LEVEL_SLOTS +
-         (size_t)(block_of(deadline, level) & 1) * (TW__LEVEL_SLOTS / 2) +
-         (size_t)(deadline >> (TW__LEVEL_BITS * level) &
-                  (TW__LEVEL_SLOTS / 2 - 1));
-}
-
-/* The end of `level`'s two blocks at pos; TW_NEVER at the top and where it
- * would not fit in 64 bits. */
-static uint64_t level_end_of(uint64_t pos, unsigned level) {
-  unsigned above = TW__LEVEL_BITS * (level + 1);
-  uint64_t block;
-  if (level == TW__LEVELS - 1)
-    return TW_NEVER;
-  block = block_of(pos, level) + 2;
-  return block > (UINT64_MAX >> above) ? TW_NEVER : block << above;
-}
-
-static void check_filing(uint64_t pos, const uint64_t *ends,
-                         uint64_t deadline) {
-  if (deadline <= pos || deadline >= TW_NEVER)
-    return; /* the start files only deadlines in (pos, TW_NEVER) */
-  cr_assert_eq(
-      tw__filing_slot(pos, ends, deadline), slot_by_definition(pos, deadline),
-      "pos %llu, deadline %llu: slot %zu, the rule's %zu",
-      (unsigned long long)pos, (unsigned long long)deadline,
-      tw__filing_slot(pos, ends, deadline), slot_by_definition(pos, deadline));
-}
-
+ * (tw__filing_slot, frozen by the header's ABI), held to its definition by
+ * the invariant checker (src/check.c, rule_slot: the lowest level whose two
+ * blocks hold the deadline). From starting points at and around digit
+ * rollovers and near the end of time, timers are started one tick before,
+ * at and one after each of the wheel's level ends, at the edge offsets and
+ * at random distances, two timers at each deadline: the first is filed by
+ * the library where its slot is empty, the second by the inline start (the
+ * slot is occupied then). */
 Test(wheel, filing_rule_names_the_lowest_level_whose_two_blocks_hold_it) {
   static const uint64_t near_end[] = {
       UINT64_MAX - 2,
@@ -161,28 +125,40 @@ Test(wheel, filing_rule_names_the_lowest_level_whose_two_blocks_hold_it) {
       UINT64_MAX - ((uint64_t)1 << 40),
       ((uint64_t)1 << 63) - 1,
   };
+  enum { BASES = sizeof bases / sizeof bases[0], RANDOM = 1000 };
+  enum { DEADLINES = 3 * TW__LEVELS + sizeof edges / sizeof edges[0] + RANDOM };
+  static struct probe p[2 * DEADLINES];
   uint64_t x = 0x9e3779b97f4a7c15u; /* xorshift: random offsets */
-  for (size_t k = 0; k < sizeof bases / sizeof bases[0] +
-                             sizeof near_end / sizeof near_end[0];
-       k++) {
-    uint64_t pos = k < sizeof bases / sizeof bases[0]
-                       ? bases[k]
-                       : near_end[k - sizeof bases / sizeof bases[0]];
-    uint64_t ends[TW__LEVELS];
-    for (unsigned level = 0; level < TW__LEVELS; level++)
-      ends[level] = level_end_of(pos, level);
+  tw_wheel_free(wheel_);
+  for (size_t k = 0; k < BASES + sizeof near_end / sizeof near_end[0]; k++) {
+    uint64_t pos = k < BASES ? bases[k] : near_end[k - BASES];
+    uint64_t deadlines[DEADLINES];
+    size_t n = 0, started = 0;
+    wheel_ = tw_wheel_new(pos);
     for (unsigned level = 0; level < TW__LEVELS; level++) {
-      check_filing(pos, ends, ends[level] - 1);
-      check_filing(pos, ends, ends[level]);
-      check_filing(pos, ends, ends[level] + 1);
+      uint64_t end = tw__head(wheel_)->level_end[level];
+      deadlines[n++] = end - 1;
+      deadlines[n++] = end;
+      deadlines[n++] = end + 1;
     }
     for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++)
-      check_filing(pos, ends, pos + edges[e]);
-    for (int i = 0; i < 1000; i++) {
+      deadlines[n++] = pos + edges[e];
+    for (int i = 0; i < RANDOM; i++) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      check_filing(pos, ends, pos + (x >> (x % 64)));
+      deadlines[n++] = pos + 1 + (x >> (x % 64)) % (TW_NEVER - 1 - pos);
     }
+    probes_init(p, 2 * n);
+    for (size_t i = 0; i < n; i++)
+      if (deadlines[i] > pos && deadlines[i] < TW_NEVER) { /* filed in slots */
+        start_at(&p[started++], deadlines[i]);
+        start_at(&p[started++], deadlines[i]);
+      }
+    cr_assert_geq(started, 2 * RANDOM); /* the random ones all lie in range */
+    cr_assert_null(tw__check(wheel_, 1), "pos %llu: %s",
+                   (unsigned long long)pos, tw__check(wheel_, 1));
+    tw_wheel_free(wheel_);
   }
+  wheel_ = tw_wheel_new(0); /* for the teardown */
 }
 
 /* Rule 1 tick by tick across level 0's two blocks and into level 1. */
