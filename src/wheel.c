@@ -193,7 +193,7 @@ static TW_NOINLINE void now_occupied(tw_wheel *w, size_t index,
 static inline void file_in(tw_wheel *w, tw_timer *t, uint64_t order,
                            int at_head) {
   uint64_t deadline = t->tw__deadline;
-  size_t index = tw__filing_slot(w->head.pos, w->head.level_end, deadline);
+  size_t index = tw__filing_slot(&w->head, deadline);
   struct tw__slot *slot = tw__slot_at(&w->head, index);
 
   uint32_t count = slot->count;
