@@ -637,16 +637,19 @@ static inline int tw__may_store_earlier(const struct tw__wheel_head *head,
          deadline > head->slots[tw__waiting_slot(order)].min;
 }
 
-/* Stores the callback and repeat of a start, each only if it changed:
- * mostly it did not, and a store to a line that is not in the cache yet
- * holds up the stores after it where a compare shares the load's miss
- * (measured faster: the peer benchmark's start+stop at N = 1e6). */
+/* Stores the callback and repeat of a start. Stored only where they
+ * changed (a compare and a branch each), they had measured faster on an
+ * Intel host (2026-11-26); on the AMD EPYC host of 2026-11-29 the plain
+ * stores were faster: 2 instructions fewer per start+stop (110.1 -> 108.1
+ * under callgrind, the peer benchmark at N = 1e5), 5.2 ns less there at
+ * 1e6 (11 of 11 interleaved runs), 2.0 in twbench's (9 of 9), 5.5 through
+ * tw_uv_timer_* (8 of 9). The start has just read the timer's state
+ * and written its links, so the stores rarely meet a line not in the
+ * cache. */
 static inline void tw__set_callback(tw_timer *t, tw_timer_cb cb,
                                     uint64_t repeat) {
-  if (t->tw__cb != cb)
-    t->tw__cb = cb;
-  if (t->tw__repeat != repeat)
-    t->tw__repeat = repeat;
+  t->tw__cb = cb;
+  t->tw__repeat = repeat;
 }
 
 /* The stop of `t`, which waits in one of the wheel's slots (tw__in_slot of
@@ -779,8 +782,7 @@ static inline int tw__start_in_future(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                       uint64_t deadline, uint64_t repeat) {
   uint64_t order = t->tw__order;
   if (tw__store_restart(w, t, order, deadline)) {
-    t->tw__cb = cb;
-    t->tw__repeat = repeat;
+    tw__set_callback(t, cb, repeat);
     return 0;
   }
   if (tw__file_inactive(w, t, order, cb, deadline, repeat))
