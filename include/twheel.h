@@ -642,8 +642,10 @@ static inline int tw__may_store_earlier(const struct tw__wheel_head *head,
  * Intel host (2026-11-26); on the AMD EPYC host of 2026-11-29 the plain
  * stores were faster: 2 instructions fewer per start+stop (110.1 -> 108.1
  * under callgrind, the peer benchmark at N = 1e5), 5.2 ns less there at
- * 1e6 (11 of 11 interleaved runs), 2.0 in twbench's (9 of 9), 5.5 through
- * tw_uv_timer_* (8 of 9). The start has just read the timer's state
+ * 1e6 (11 of 11 interleaved runs; again 4.4, 11 of 11), 2.0 in twbench's
+ * (9 of 9), 5.5 through tw_uv_timer_* (8 of 9); at 1e5 no gain (6 of 15
+ * runs faster; again 8 of 21, 1.3 ns slower in the median of the
+ * differences). The start has just read the timer's state
  * and written its links, so the stores rarely meet a line not in the
  * cache. */
 static inline void tw__set_callback(tw_timer *t, tw_timer_cb cb,
