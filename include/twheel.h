@@ -490,10 +490,8 @@ static inline unsigned tw__highest_bit(uint64_t x) { /* x != 0 */
  * benchmark at N = 1e5) and 7% less time there at 1e5, 4% at 1e6, 12% in
  * twbench's start+stop at 1e6 (each interleaved with the build before).
  * It takes the wheel's head, not pos, so that pos is read on the general
- * path only: passed by value, gcc read it before the fast path's test (1
- * instruction per start+stop, 111.1 -> 110.1; at 1e6 on an AMD EPYC
- * host 2.9 and 3.4 ns less in the medians of the paired differences of
- * two interleaved series, 10 of 11 and 11 of 11 runs faster).
+ * path only (passed by value, gcc read it before the fast path's test:
+ * one instruction per start+stop; bench/HISTORY.md, 2026-11-29).
  * tests/test_wheel.c files timers at every level end and asks the
  * invariant checker (src/check.c, rule_slot) whether each is where the rule
  * puts it.
@@ -638,18 +636,12 @@ static inline int tw__may_store_earlier(const struct tw__wheel_head *head,
          deadline > head->slots[tw__waiting_slot(order)].min;
 }
 
-/* Stores the callback and repeat of a start. Stored only where they
- * changed (a compare and a branch each), they had measured faster
- * (1b4a9d1, 2026-11-24: the peer benchmark's start+stop at N = 1e6, 95.6
- * -> 88.6 ns); on the AMD EPYC host of 2026-11-29 the plain stores were
- * faster: 2 instructions fewer per start+stop (110.1 -> 108.1 under
- * callgrind, the peer benchmark at N = 1e5), and in the median of the
- * paired differences of interleaved runs 5.2 ns less there at 1e6 (11 of
- * 11 runs faster; again 4.4, 11 of 11), 2.0 in twbench's (9 of 9), 5.5
- * through tw_uv_timer_* (8 of 9); at 1e5 no gain (6 of 15 runs faster;
- * again 8 of 21, 1.3 ns slower). Every start has just read the timer's
- * tw__order, in the same struct, so the stores mostly meet a line that
- * is in the cache. */
+/* Stores the callback and repeat of a start, plainly: every start has
+ * just read the timer's tw__order, in the same struct, so the stores
+ * mostly meet a line in the cache. Storing each only where it changed
+ * (1b4a9d1) costs a compare and a branch each; on 2026-11-29 the plain
+ * stores ran a start+stop at N = 1e6 4-5 ns faster and at 1e5 no faster
+ * (bench/HISTORY.md, "Early morning (2026-11-29)"). */
 static inline void tw__set_callback(tw_timer *t, tw_timer_cb cb,
                                     uint64_t repeat) {
   t->tw__cb = cb;
