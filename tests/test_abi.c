@@ -150,7 +150,7 @@ Test(abi, uv_inline_paths_run_with_the_library_they_were_built_for) {
 
 Test(abi, uv_inline_paths_refuse_a_library_without_their_layout_name) {
   assert_refused(run("ABI_PROBE_UV", "ABI_STALE_UV_DIR"),
-                 "tw__uv_inline_abi_1");
+                 "tw__uv_inline_abi_2");
   assert_fired(run("ABI_PROBE_UV_EXPORTED", "ABI_STALE_UV_DIR"),
                "libtwheel-uv.so.0", "ABI_STALE_UV_DIR");
 }

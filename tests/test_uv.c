@@ -1366,15 +1366,17 @@ static void twin_op(int f, int id, unsigned op, uint64_t arg) {
   }
 }
 
-/* The adapter's count of active referenced timers, and what it must be. */
-static size_t tw_family_refd(void) {
-  return ((struct tw_uv__head *)(void *)d)->refd_active;
+/* The adapter's count of active unreferenced timers, and what it must be;
+ * the same for the wheel's count of active timers. */
+static size_t tw_family_unrefd(void) {
+  return ((struct tw_uv__head *)(void *)d)->unrefd_active;
 }
 
-static size_t tw_family_active_and_referenced(void) {
+static size_t tw_family_active(int referenced) {
   size_t n = 0;
   for (int i = 0; i < TWINS; i++)
-    n += tw_uv_timer_is_active(&twt[i]) && tw_uv_timer_has_ref(&twt[i]);
+    n += tw_uv_timer_is_active(&twt[i]) &&
+         (referenced < 0 || tw_uv_timer_has_ref(&twt[i]) == referenced);
   return n;
 }
 
@@ -1406,7 +1408,8 @@ static void uv_family_cb(uv_timer_t *h) {
 
 static void tw_family_cb(tw_uv_timer_t *h) {
   int id = (int)(h - twt);
-  cr_assert_eq(tw_family_refd(), tw_family_active_and_referenced());
+  cr_assert_eq(tw_family_unrefd(), tw_family_active(0));
+  cr_assert_eq(tw_count(tw_uv_wheel(d)), tw_family_active(-1));
   family_call(1, id, tw_uv_timer_is_active(h), tw_uv_timer_get_due_in(h),
               tw_uv_timer_get_repeat(h));
 }
@@ -1452,7 +1455,8 @@ Test(uv, behaves_like_uv_timer_twins_under_a_random_script) {
       tw_uv_timer_stop(&twt[i]);
       uv_close((uv_handle_t *)&uvt[i], NULL);
     }
-    cr_assert_eq(tw_family_refd(), 0);
+    cr_assert_eq(tw_family_unrefd(), 0);
+    cr_assert_eq(tw_count(tw_uv_wheel(d)), 0);
     uv_run(&loop, UV_RUN_DEFAULT);
   }
 }

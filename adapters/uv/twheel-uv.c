@@ -33,7 +33,7 @@
 #define ONE_TIMER_PHASE_VERSION 0x012d00u /* 1.45.0 */
 
 struct tw_uv {
-  struct tw_uv__head head; /* driver, loop, refd_active: the inline paths
+  struct tw_uv__head head; /* driver, loop, unrefd_active: the inline paths
                               read them (twheel-uv.h) */
   uv_timer_t timer;        /* the one loop timer */
   uv_prepare_t prepare;    /* work that must wait for the next prepare phase */
@@ -64,17 +64,31 @@ static tw_uv *adapter_of(tw_driver *driver) {
 }
 
 /* The inline paths of twheel-uv.h require this layout by name. */
-const unsigned char tw__uv_inline_abi_1 = 1;
+const unsigned char tw__uv_inline_abi_2 = 1;
 
-/* Liveness: the shared handles are referenced iff refd_active > 0
- * (tw__uv_refd_inc and tw__uv_refd_dec, twheel-uv.h, call this when it
- * becomes 1 or 0). */
-void tw__uv_liveness(struct tw_uv__head *head) {
+/* Liveness (twheel-uv.h, tw__uv_referenced): the shared handles are
+ * referenced iff an active timer is. uv_ref and uv_unref are idempotent. */
+void tw__uv_recount(struct tw_uv__head *head) {
   tw_uv *d = (tw_uv *)(void *)head; /* its first member */
-  void (*set)(uv_handle_t *) = head->refd_active ? uv_ref : uv_unref;
+  void (*set)(uv_handle_t *) = tw__uv_referenced(head) ? uv_ref : uv_unref;
   set((uv_handle_t *)&d->timer);
   set((uv_handle_t *)&d->prepare);
   set((uv_handle_t *)&d->check);
+  tw_driver_stopped(&head->driver);
+}
+
+/* Handle `h` became active (`started`) or inactive, and the wheel has
+ * counted it already: its share of unrefd_active, and liveness, as the
+ * inline paths keep them (twheel-uv.h). */
+static void counted(tw_uv *d, const tw_uv_timer_t *h, int started) {
+  if (!(h->tw__flags & TW_UV__REF)) {
+    if (started)
+      d->head.unrefd_active++;
+    else
+      d->head.unrefd_active--;
+  }
+  if (tw__uv_referenced(&d->head) == (started ? 1u : 0u))
+    tw__uv_recount(&d->head);
 }
 
 static void on_timer(uv_timer_t *timer);
@@ -182,9 +196,9 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
  * through tw_uv_wheel, would call a NULL one: do not). */
 static void fire(tw_timer *t) {
   tw_uv_timer_t *h = handle_of(t);
-  if ((h->tw__flags & TW_UV__REF) && !tw__is_active(t))
-    tw__uv_refd_dec(t->data); /* a one-shot is inactive from here on */
-  h->tw__cb(h);               /* h may be freed from here on */
+  if (!tw__is_active(t))
+    counted(t->data, h, 0); /* a one-shot is inactive from here on */
+  h->tw__cb(h);             /* h may be freed from here on */
 }
 
 int tw_uv_init(uv_loop_t *loop, tw_uv **out) {
@@ -204,7 +218,7 @@ int tw_uv_init(uv_loop_t *loop, tw_uv **out) {
   uv_prepare_init(loop, &d->prepare);
   uv_check_init(loop, &d->check);
   d->timer.data = d->prepare.data = d->check.data = d;
-  tw__uv_liveness(&d->head); /* no referenced timer yet: unreferenced */
+  tw__uv_recount(&d->head); /* no referenced timer yet: unreferenced */
   d->head.loop = loop;
   d->open_handles = 3;
   d->one_pass = uv_version() < ONE_TIMER_PHASE_VERSION;
@@ -228,7 +242,7 @@ void tw_uv_close(tw_uv *d, void (*close_cb)(tw_uv *d)) {
   d->close_cb = close_cb;
   /* Inside a callback the wheel is freed when tw_advance returns. */
   tw_wheel_free(d->head.driver.wheel);
-  d->head.refd_active = 0;
+  d->head.unrefd_active = 0;
   d->deferred = d->run_at_prepare = 0;
   uv_close((uv_handle_t *)&d->timer, on_handle_closed);
   uv_close((uv_handle_t *)&d->prepare, on_handle_closed);
@@ -277,8 +291,8 @@ int tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
   if (tw_timer_start_at(d->head.driver.wheel, &handle->tw__timer, fire,
                         deadline, repeat))
     return UV_EINVAL; /* not initialised */
-  if (!was_active && (handle->tw__flags & TW_UV__REF))
-    tw__uv_refd_inc(&d->head);
+  if (!was_active)
+    counted(d, handle, 1);
   return tw__uv_started(&d->head, handle, cb, deadline);
 }
 
@@ -296,7 +310,8 @@ int tw__uv_timer_stop(tw_uv_timer_t *handle) {
     return 0; /* also every timer of a closing adapter */
   if (tw_timer_stop(d->head.driver.wheel, &handle->tw__timer) != 0)
     return UV_EINVAL; /* garbage that looked active: nothing changed */
-  return tw__uv_stopped(&d->head, handle);
+  counted(d, handle, 0);
+  return 0;
 }
 
 int tw_uv_timer_stop(tw_uv_timer_t *handle) {
@@ -341,16 +356,20 @@ void tw_uv_timer_ref(tw_uv_timer_t *handle) {
   if (!owner_of(handle) || (handle->tw__flags & TW_UV__REF))
     return;
   handle->tw__flags |= TW_UV__REF;
-  if (tw_timer_is_active(&handle->tw__timer))
-    tw__uv_refd_inc(&owner_of(handle)->head);
+  if (tw_timer_is_active(&handle->tw__timer)) {
+    owner_of(handle)->head.unrefd_active--;
+    tw__uv_recount(&owner_of(handle)->head);
+  }
 }
 
 void tw_uv_timer_unref(tw_uv_timer_t *handle) {
   if (!owner_of(handle) || !(handle->tw__flags & TW_UV__REF))
     return;
   handle->tw__flags &= ~TW_UV__REF;
-  if (tw_timer_is_active(&handle->tw__timer))
-    tw__uv_refd_dec(&owner_of(handle)->head);
+  if (tw_timer_is_active(&handle->tw__timer)) {
+    owner_of(handle)->head.unrefd_active++;
+    tw__uv_recount(&owner_of(handle)->head);
+  }
 }
 
 int tw_uv_timer_has_ref(const tw_uv_timer_t *handle) {

@@ -135,7 +135,8 @@ TW_EXTERN void tw_uv_close(tw_uv *d, void (*close_cb)(tw_uv *d));
  * The adapter's wheel (NULL when closing, or for NULL), for reading:
  * tw_count(), tw_now(), tw_next_expiry(). Start and stop timers through
  * tw_uv_timer_*: the loop timer only knows about those; a timer started on
- * the wheel directly may never be woken for.
+ * the wheel directly may never be woken for, and the adapter would count
+ * it as a referenced timer of its own (see tw__uv_referenced below).
  */
 TW_EXTERN tw_wheel *tw_uv_wheel(tw_uv *d);
 
@@ -243,11 +244,11 @@ TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
  *  - the stop of a timer waiting in a slot: the core's inline stop.
  * They call out only where the library would too: when the first
  * referenced timer becomes active or the last one inactive
- * (tw__uv_liveness refs or unrefs the adapter's handles), and when the
- * loop timer must be armed earlier or stopped (tw_driver_started,
- * tw_driver_stopped). Every other case calls tw__uv_timer_start or
- * tw__uv_timer_stop, which are also what the exported symbols
- * tw_uv_timer_start and tw_uv_timer_stop do.
+ * (tw__uv_recount refs or unrefs the adapter's handles, and stops the
+ * loop timer once no timer is left), and when the loop timer must be
+ * armed earlier (tw_driver_started). Every other case calls
+ * tw__uv_timer_start or tw__uv_timer_stop, which are also what the
+ * exported symbols tw_uv_timer_start and tw_uv_timer_stop do.
  * They read the loop's time as uv_now() does, from the uv_loop_t field that
  * uv_now() returns (libuv 1.x keeps uv_loop_t's layout within its ABI; a
  * test compares the two), which takes no call into libuv.
@@ -257,12 +258,14 @@ TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
  * ABI: besides what twheel.h freezes, this freezes for the library's soname
  * 0 the layout of tw_uv_timer_t, TW_UV__REF, and the start of every tw_uv,
  * struct tw_uv__head (placed before the libuv handles, whose sizes vary
- * between libuv versions). A program built against this header needs
- * libtwheel-uv 0.6 or later, and the loader enforces it as twheel.h says:
- * a file compiled with these inline paths refers to tw__uv_inline_abi_1,
- * which libtwheel-uv defines from 0.6 on (0.5 has the layout but not the
- * name; 0.4 lays the head out otherwise), so the program refuses to start
- * with an older library. They use the core's inline paths too, so they
+ * between libuv versions), with what its counts mean. A program built
+ * against this header needs libtwheel-uv 0.7 or later, and the loader
+ * enforces it as twheel.h says: a file compiled with these inline paths
+ * refers to tw__uv_inline_abi_2, which libtwheel-uv defines from 0.7 on,
+ * so the program refuses to start with an older library (0.6 defines
+ * tw__uv_inline_abi_1 instead: its head counts the referenced timers, not
+ * the unreferenced ones; 0.5 has that layout but no name; 0.4 lays the
+ * head out otherwise). They use the core's inline paths too, so they
  * refer to tw__inline_abi_1 as well, even in a file built with
  * TW__NO_INLINE (libtwheel-uv itself refers to it, as a user of those
  * paths). A file built with TW_UV__NO_INLINE and TW__NO_INLINE needs
@@ -271,26 +274,35 @@ TW_EXTERN int tw_uv_timer_has_ref(const tw_uv_timer_t *handle);
 struct tw_uv__head {
   tw_driver driver; /* its wheel is the adapter's; closed once closing */
   uv_loop_t *loop;
-  size_t refd_active; /* active referenced timers: the adapter's handles
-                         are referenced while it is > 0 */
+  size_t unrefd_active; /* active unreferenced timers (tw_uv_timer_unref) */
 };
 
 TW_EXTERN int tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                                  uint64_t timeout, uint64_t repeat);
 TW_EXTERN int tw__uv_timer_stop(tw_uv_timer_t *handle);
-/* refd_active became 1 (from 0) or 0: refs or unrefs the adapter's
- * handles, so that they keep the loop alive exactly while it is > 0. */
-TW_EXTERN void tw__uv_liveness(struct tw_uv__head *d);
 
-static inline void tw__uv_refd_inc(struct tw_uv__head *d) {
-  if (d->refd_active++ == 0)
-    tw__uv_liveness(d);
+/*
+ * Liveness. Every active timer of the wheel is one of the adapter's
+ * handles, so the active referenced ones number tw_count(wheel) -
+ * unrefd_active, and the adapter's handles are referenced exactly while
+ * that is above 0. A referenced timer's start and stop write nothing of
+ * the adapter's own for it: they compare the wheel's count, which the
+ * core keeps anyway, with unrefd_active, and call tw__uv_recount when the
+ * difference may have crossed 0. Counting the referenced timers instead
+ * (0.6) took a read-modify-write of the adapter per start and per stop, at
+ * an address known only once the handle's line, mostly a cache miss, had
+ * come: the next call's reads of that count waited for it, and twbench's
+ * start+stop through these calls at N = 1e6 ran at one miss at a time
+ * (bench/HISTORY.md, "Morning (2026-11-29)").
+ */
+static inline size_t tw__uv_referenced(const struct tw_uv__head *d) {
+  return tw__head(d->driver.wheel)->count - d->unrefd_active;
 }
 
-static inline void tw__uv_refd_dec(struct tw_uv__head *d) {
-  if (--d->refd_active == 0)
-    tw__uv_liveness(d);
-}
+/* The referenced active timers may have become 0 or 1: refs or unrefs the
+ * adapter's handles to match, and stops the loop timer when no timer is
+ * left (tw_driver_stopped). */
+TW_EXTERN void tw__uv_recount(struct tw_uv__head *d);
 
 /* uv_now(loop), with no call where libuv's layout is known. */
 static inline uint64_t tw__uv_now(const uv_loop_t *loop) {
@@ -331,23 +343,13 @@ static inline int tw__uv_started(struct tw_uv__head *d, tw_uv_timer_t *handle,
   return 0;
 }
 
-/* A stop's last steps, for a timer that was active: the liveness count,
- * and the loop timer. */
-static inline int tw__uv_stopped(struct tw_uv__head *d,
-                                 const tw_uv_timer_t *handle) {
-  if (handle->tw__flags & TW_UV__REF)
-    tw__uv_refd_dec(d);
-  tw_driver_stopped(&d->driver);
-  return 0;
-}
-
-TW_EXTERN extern const unsigned char tw__uv_inline_abi_1;
+TW_EXTERN extern const unsigned char tw__uv_inline_abi_2;
 
 #if !defined(TW_UV__NO_INLINE) && defined(TW__KEEP_REFERENCE)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wattributes"
 TW__KEEP_REFERENCE static const unsigned char *const tw__uv_inline_abi_ref[] = {
-    &tw__uv_inline_abi_1, &tw__inline_abi_1};
+    &tw__uv_inline_abi_2, &tw__inline_abi_1};
 #pragma GCC diagnostic pop
 #endif
 
@@ -364,22 +366,22 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
     d = tw__uv_owner(handle); /* read through only once `order` vouches */
     /* Each branch's test is the one its core function makes first
      * (tw__store_restart, tw__file_inactive), which the compiler then
-     * drops. Active already: the liveness count stays. */
+     * drops. Active already: the wheel's count, and so liveness, stay. */
     if (tw__may_store(order)) {
       if (tw__uv_inline_deadline(d, timeout, &deadline) &&
           tw__store_restart(d->driver.wheel, t, order, deadline)) {
         t->tw__repeat = repeat;
         return tw__uv_started(d, handle, cb, deadline);
       }
-    } else if (tw__may_file(order) && t->tw__cb && !d->driver.closed) {
-      /* Its wheel callback is the adapter's since tw_uv_timer_init; NULL
-       * only with a libtwheel-uv whose init left it to the first start
-       * (0.6.0 built before this was so): then the library starts. */
+    } else if (tw__may_file(order) && !d->driver.closed) {
+      /* Its wheel callback is the adapter's since tw_uv_timer_init. */
       if (tw__uv_inline_deadline(d, timeout, &deadline) &&
           tw__file_inactive(d->driver.wheel, t, order, t->tw__cb, deadline,
                             repeat)) {
-        if (handle->tw__flags & TW_UV__REF)
-          tw__uv_refd_inc(d);
+        if (!(handle->tw__flags & TW_UV__REF))
+          d->unrefd_active++;
+        else if (tw__uv_referenced(d) == 1)
+          tw__uv_recount(d);
         return tw__uv_started(d, handle, cb, deadline);
       }
     }
@@ -393,7 +395,11 @@ static inline int tw_uv_timer_stop(tw_uv_timer_t *handle) {
   if (handle && tw__in_slot(order = handle->tw__timer.tw__order)) {
     d = tw__uv_owner(handle);
     tw__stop_waiting(tw__head(d->driver.wheel), &handle->tw__timer, order);
-    return tw__uv_stopped(d, handle);
+    if (!(handle->tw__flags & TW_UV__REF))
+      d->unrefd_active--;
+    if (tw__uv_referenced(d) == 0)
+      tw__uv_recount(d);
+    return 0;
   }
   return tw__uv_timer_stop(handle);
 }
