@@ -97,13 +97,25 @@ static uint64_t when_owing_a_batch(uint64_t count, struct window win,
   return count ? when_owing(count, batch_of(count), win, since) : TW_NEVER;
 }
 
-/* When it owes TW_MAINTENANCE_MOVES; TW_NEVER if it never will (then the
- * advance that crosses its deadline pays at most that many). */
-static uint64_t when_owing_maintenance(uint64_t count, struct window win,
-                                       uint64_t since) {
-  if (count <= TW_MAINTENANCE_MOVES)
-    return TW_NEVER;
-  return when_owing(count, TW_MAINTENANCE_MOVES, win, since);
+/*
+ * When a loop that sleeps must advance for level `level`'s source of
+ * `count` timers: when it owes TW_MAINTENANCE_MOVES. A source that never
+ * will still has its deadline, if one advance that crossed it and the
+ * deadlines below it would move its timers down every level to 0, one move
+ * each per level, more than a level's share of that: the advance at its
+ * deadline moves them one level, and the levels below at their own
+ * deadlines. An advance so crosses at most two sources' deadlines per
+ * level (their timers fire in the blocks that follow), each worth at most
+ * that share, so that it moves at most 2 * TW_MAINTENANCE_MOVES timers.
+ * TW_NEVER for a source that needs neither.
+ */
+static uint64_t when_owing_maintenance(uint64_t count, unsigned level,
+                                       struct window win, uint64_t since) {
+  if (count > TW_MAINTENANCE_MOVES)
+    return when_owing(count, TW_MAINTENANCE_MOVES, win, since);
+  if (count * (level + 1) > TW_MAINTENANCE_MOVES / TW_LEVELS)
+    return win.end;
+  return TW_NEVER;
 }
 
 size_t tw__pace(tw_wheel *w, size_t budget) {
@@ -157,11 +169,11 @@ size_t tw__pace(tw_wheel *w, size_t budget) {
 }
 
 /*
- * The first time some source will owe TW_MAINTENANCE_MOVES. For each level:
- * its current source, then the slots of the level above that will become
- * its sources, in time order, up to the first that holds more than that
- * (the later ones start later) or that begins after `limit` (the loop wakes
- * by then and asks again).
+ * The first time a loop that sleeps must advance for some source
+ * (when_owing_maintenance). For each level: its current source, then the
+ * slots of the level above that will become its sources, in time order, up
+ * to the first that needs such an advance (the later ones start later) or
+ * that begins after `limit` (the loop wakes by then and asks again).
  */
 uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
   uint64_t earliest = limit;
@@ -175,7 +187,7 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
 
     if (source == TW_SLOT_COUNT)
       continue;
-    at = when_owing_maintenance(w->head.slots[source].count,
+    at = when_owing_maintenance(w->head.slots[source].count, level,
                                 drain_window(block_start, level),
                                 paid_up_to(w, level, block_start));
     if (at < earliest)
@@ -190,9 +202,10 @@ uint64_t tw__maintenance_time(const tw_wheel *w, uint64_t limit) {
       if (start <= from || start - block >= earliest)
         break; /* wrapped round, or a source only after the answer */
       from = start;
-      if (w->head.slots[next].count > TW_MAINTENANCE_MOVES) {
-        at = when_owing(w->head.slots[next].count, TW_MAINTENANCE_MOVES,
-                        drain_window(start - block, level), start - block);
+      at = when_owing_maintenance(w->head.slots[next].count, level,
+                                  drain_window(start - block, level),
+                                  start - block);
+      if (at != TW_NEVER) {
         if (at < earliest)
           earliest = at;
         break;

@@ -201,14 +201,10 @@ Test(pace, a_sliced_advance_bounds_its_work_and_fires_in_order, .timeout = 60) {
  * tw_next_expiry() instead would move all N in the advance that fires the
  * first of them.
  */
-static void sleeping_loop(uint64_t base, uint64_t first, uint64_t spread,
-                          uint64_t min_maintenance, uint64_t max_maintenance) {
-  uint64_t now = base, max_moves = 0, maintenance = 0;
+static void sleep_until_empty(uint64_t now, uint64_t min_maintenance,
+                              uint64_t max_maintenance) {
+  uint64_t max_moves = 0, maintenance = 0, started = tw_count(wheel);
 
-  wheel = tw_wheel_new(base);
-  cr_assert_not_null(wheel);
-  for (size_t i = 0; i < N; i++)
-    start_at(&conns[i], first + below(spread));
   while (tw_count(wheel) > 0) {
     uint64_t at = tw_next_wakeup(wheel), moves = tw_moves(wheel);
     size_t ran;
@@ -224,12 +220,21 @@ static void sleeping_loop(uint64_t base, uint64_t first, uint64_t spread,
     if (moves > max_moves)
       max_moves = moves;
   }
-  cr_assert_eq(fired, N);
+  cr_assert_eq(fired, started);
   cr_assert_eq(early + late, 0);
   cr_assert_leq(max_moves, 4096, "an advance moved %llu timers",
                 (unsigned long long)max_moves);
   cr_assert_geq(maintenance, min_maintenance, "%llu maintenance wakeups",
                 (unsigned long long)maintenance);
+}
+
+static void sleeping_loop(uint64_t base, uint64_t first, uint64_t spread,
+                          uint64_t min_maintenance, uint64_t max_maintenance) {
+  wheel = tw_wheel_new(base);
+  cr_assert_not_null(wheel);
+  for (size_t i = 0; i < N; i++)
+    start_at(&conns[i], first + below(spread));
+  sleep_until_empty(base, min_maintenance, max_maintenance);
 }
 
 Test(pace, a_sleeping_loop_wakes_for_paced_work_in_bounded_slices,
@@ -252,6 +257,31 @@ Test(pace, a_sleeping_loop_looks_past_sparse_slots, .timeout = 60) {
  * most four passes, under N / 500 wakeups. */
 Test(pace, a_sleeping_loop_far_from_its_timers_never_spins, .timeout = 60) {
   sleeping_loop(0, (uint64_t)1 << 41, 1 << 16, N / 2048, N / 500);
+}
+
+/*
+ * Sources too small to ever owe TW_MAINTENANCE_MOVES (2048) at once: 2000
+ * timers at three deadlines near 2^60, which come down from the top level.
+ * Each level's source holds them all in turn, so one advance from the start
+ * to their deadlines would move each down seven levels, 14,000 moves (as
+ * it did before the pace woke for such sources at their deadlines). Then
+ * eight clusters of 2500 far apart, each under that share: the loop must
+ * still come down a level at a time.
+ */
+Test(pace, a_sleeping_loop_brings_small_far_sources_down_a_level_at_a_time,
+     .timeout = 60) {
+  const uint64_t far = 0x1249249249249249u;
+  wheel = tw_wheel_new(0);
+  cr_assert_not_null(wheel);
+  for (size_t i = 0; i < 2000; i++)
+    start_at(&conns[i], far + i % 3);
+  sleep_until_empty(0, 6, 40);
+
+  for (size_t i = 0; i < 20000; i++)
+    start_at(&conns[i],
+             tw_now(wheel) + ((uint64_t)1 << 62) / (1 + i % 8) + below(4));
+  fired = 0;
+  sleep_until_empty(tw_now(wheel), 8, 400);
 }
 
 /*
