@@ -50,8 +50,10 @@
  *  - a huge timeout saturates at UINT64_MAX - 1 ms (libuv: UINT64_MAX);
  *  - tw_uv_timer_get_due_in of a stopped timer is 0 (libuv keeps the
  *    stopped deadline);
- *  - tw_uv_timer_again on a closed adapter gives UV_EINVAL (libuv's again
+ *  - tw_uv_timer_again on a closing adapter gives UV_EINVAL (libuv's again
  *    on a closing handle returns 0), and so does any call on a zeroed timer;
+ *    once close_cb has run, the adapter's memory is gone, and starting one
+ *    of its timers again is undefined (tw_uv_close);
  *  - on libuv 1.44, the newer libuvs' behaviours above (0 ms from a
  *    callback waits for the next iteration; at most one call per
  *    UV_RUN_ONCE), with the prepare-phase shift they need. The adapter
