@@ -101,13 +101,15 @@ static uint64_t when_owing_a_batch(uint64_t count, struct window win,
  * When a loop that sleeps must advance for level `level`'s source of
  * `count` timers: when it owes TW_MAINTENANCE_MOVES. A source that never
  * will still has its deadline, if one advance that crossed it and the
- * deadlines below it would move its timers down every level to 0, one move
- * each per level, more than a level's share of that: the advance at its
- * deadline moves them one level, and the levels below at their own
- * deadlines. An advance so crosses at most two sources' deadlines per
- * level (their timers fire in the blocks that follow), each worth at most
- * that share, so that it moves at most 2 * TW_MAINTENANCE_MOVES timers.
- * TW_NEVER for a source that needs neither.
+ * deadlines below it would move its timers down every level to 0 (count *
+ * (level + 1) moves) more than a level's share of TW_MAINTENANCE_MOVES:
+ * the advance at its deadline moves them one level, and the levels below
+ * at their own deadlines. An advance crosses at most two such small
+ * sources' deadlines per level (their timers fire in the blocks that
+ * follow), but a source paid at its deadline may still move up to
+ * TW_MAINTENANCE_MOVES, so this bounds an advance's moves in shares, not
+ * exactly: the tests check that such a loop's advances stay within 4096
+ * (tests/test_pace.c). TW_NEVER for a source that needs neither.
  */
 static uint64_t when_owing_maintenance(uint64_t count, unsigned level,
                                        struct window win, uint64_t since) {

@@ -273,7 +273,7 @@ Test(uv, inline_reset_and_library_start_replace_callback_and_repeat) {
   cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
   cr_assert_eq(never_calls, 0);
   EXPECT_FIRED(0, 1, 2);
-  cr_assert_eq(uv_loop_alive(&loop), 0); /* the liveness count is whole */
+  cr_assert_eq(uv_loop_alive(&loop), 0); /* liveness is whole */
 }
 
 /* The inline reset reads the loop's time from the field uv_now() returns:
@@ -287,9 +287,23 @@ Test(uv, the_inline_reset_reads_the_time_uv_now_returns) {
 }
 
 /* The inline start (into a slot in use, a timer's first start included)
- * and the inline stop keep the liveness count as the library does: the
+ * and the inline stop keep liveness as the library does: the
  * loop is alive exactly while a referenced timer is active. 5 s: nothing
  * fires. */
+/* Whether the adapter's one uv_timer_t (its data is the adapter) is
+ * armed. */
+static void find_adapter_timer(uv_handle_t *handle, void *active) {
+  if (handle->type == UV_TIMER && handle->data == (void *)d)
+    *(int *)active = uv_is_active(handle);
+}
+
+static int adapter_timer_active(void) {
+  int active = -1;
+  uv_walk(&loop, find_adapter_timer, &active);
+  cr_assert_neq(active, -1, "no loop timer of the adapter");
+  return active;
+}
+
 Test(uv, inline_start_and_stop_keep_the_loop_alive_exactly) {
   static struct probe p[2];
   probes_init(p, 2);
@@ -312,6 +326,10 @@ Test(uv, inline_start_and_stop_keep_the_loop_alive_exactly) {
   cr_assert_eq(uv_loop_alive(&loop), 0);
   cr_assert(tw_uv_timer_is_active(&p[1].t));
   cr_assert_eq(tw_count(tw_uv_wheel(d)), 1);
+  cr_assert(adapter_timer_active());
+  cr_assert_eq(tw_uv_timer_stop(&p[1].t), 0); /* the last, unreferenced */
+  cr_assert_eq(adapter_timer_active(), 0,
+               "no timer left, the loop timer armed");
   cr_assert_eq(library_calls, 1, "an inline start or stop called the library");
 }
 
@@ -1406,8 +1424,18 @@ static void uv_family_cb(uv_timer_t *h) {
               uv_timer_get_repeat(h));
 }
 
+/* Counts the adapter's own handles (their data is the adapter) that keep
+ * the loop alive. */
+static void count_adapter_refs(uv_handle_t *handle, void *refs) {
+  if (handle->data == (void *)d && uv_has_ref(handle))
+    ++*(int *)refs;
+}
+
 static void tw_family_cb(tw_uv_timer_t *h) {
-  int id = (int)(h - twt);
+  int id = (int)(h - twt), refs = 0;
+  uv_walk(&loop, count_adapter_refs, &refs);
+  cr_assert_eq(refs, tw_family_active(1) > 0 ? 3 : 0, "%d handles referenced",
+               refs);
   cr_assert_eq(tw_family_unrefd(), tw_family_active(0));
   cr_assert_eq(tw_count(tw_uv_wheel(d)), tw_family_active(-1));
   family_call(1, id, tw_uv_timer_is_active(h), tw_uv_timer_get_due_in(h),

@@ -77,20 +77,6 @@ void tw__uv_recount(struct tw_uv__head *head) {
   tw_driver_stopped(&head->driver);
 }
 
-/* Handle `h` became active (`started`) or inactive, and the wheel has
- * counted it already: its share of unrefd_active, and liveness, as the
- * inline paths keep them (twheel-uv.h). */
-static void counted(tw_uv *d, const tw_uv_timer_t *h, int started) {
-  if (!(h->tw__flags & TW_UV__REF)) {
-    if (started)
-      d->head.unrefd_active++;
-    else
-      d->head.unrefd_active--;
-  }
-  if (tw__uv_referenced(&d->head) == (started ? 1u : 0u))
-    tw__uv_recount(&d->head);
-}
-
 static void on_timer(uv_timer_t *timer);
 static void on_prepare(uv_prepare_t *prepare);
 static void on_check(uv_check_t *check);
@@ -197,8 +183,8 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
 static void fire(tw_timer *t) {
   tw_uv_timer_t *h = handle_of(t);
   if (!tw__is_active(t))
-    counted(t->data, h, 0); /* a one-shot is inactive from here on */
-  h->tw__cb(h);             /* h may be freed from here on */
+    tw__uv_deactivated(t->data, h); /* a one-shot is inactive from here on */
+  h->tw__cb(h);                     /* h may be freed from here on */
 }
 
 int tw_uv_init(uv_loop_t *loop, tw_uv **out) {
@@ -218,8 +204,8 @@ int tw_uv_init(uv_loop_t *loop, tw_uv **out) {
   uv_prepare_init(loop, &d->prepare);
   uv_check_init(loop, &d->check);
   d->timer.data = d->prepare.data = d->check.data = d;
-  tw__uv_recount(&d->head); /* no referenced timer yet: unreferenced */
   d->head.loop = loop;
+  tw__uv_recount(&d->head); /* no referenced timer yet: unreferenced */
   d->open_handles = 3;
   d->one_pass = uv_version() < ONE_TIMER_PHASE_VERSION;
   *out = d;
@@ -292,7 +278,7 @@ int tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                         deadline, repeat))
     return UV_EINVAL; /* not initialised */
   if (!was_active)
-    counted(d, handle, 1);
+    tw__uv_activated(&d->head, handle);
   return tw__uv_started(&d->head, handle, cb, deadline);
 }
 
@@ -310,7 +296,7 @@ int tw__uv_timer_stop(tw_uv_timer_t *handle) {
     return 0; /* also every timer of a closing adapter */
   if (tw_timer_stop(d->head.driver.wheel, &handle->tw__timer) != 0)
     return UV_EINVAL; /* garbage that looked active: nothing changed */
-  counted(d, handle, 0);
+  tw__uv_deactivated(&d->head, handle);
   return 0;
 }
 
@@ -353,22 +339,24 @@ int tw_uv_timer_is_active(const tw_uv_timer_t *handle) {
 }
 
 void tw_uv_timer_ref(tw_uv_timer_t *handle) {
-  if (!owner_of(handle) || (handle->tw__flags & TW_UV__REF))
+  tw_uv *d = owner_of(handle);
+  if (!d || (handle->tw__flags & TW_UV__REF))
     return;
   handle->tw__flags |= TW_UV__REF;
   if (tw_timer_is_active(&handle->tw__timer)) {
-    owner_of(handle)->head.unrefd_active--;
-    tw__uv_recount(&owner_of(handle)->head);
+    d->head.unrefd_active--;
+    tw__uv_recount(&d->head);
   }
 }
 
 void tw_uv_timer_unref(tw_uv_timer_t *handle) {
-  if (!owner_of(handle) || !(handle->tw__flags & TW_UV__REF))
+  tw_uv *d = owner_of(handle);
+  if (!d || !(handle->tw__flags & TW_UV__REF))
     return;
   handle->tw__flags &= ~TW_UV__REF;
   if (tw_timer_is_active(&handle->tw__timer)) {
-    owner_of(handle)->head.unrefd_active++;
-    tw__uv_recount(&owner_of(handle)->head);
+    d->head.unrefd_active++;
+    tw__uv_recount(&d->head);
   }
 }
 

@@ -306,6 +306,30 @@ static inline size_t tw__uv_referenced(const struct tw_uv__head *d) {
  * left (tw_driver_stopped). */
 TW_EXTERN void tw__uv_recount(struct tw_uv__head *d);
 
+/* A start made handle `h` of `d` active, and the wheel has counted it: its
+ * share of unrefd_active, or liveness if it is the first referenced one. */
+static inline void tw__uv_activated(struct tw_uv__head *d,
+                                    const tw_uv_timer_t *h) {
+  if (!(h->tw__flags & TW_UV__REF))
+    d->unrefd_active++;
+  else if (tw__uv_referenced(d) == 1)
+    tw__uv_recount(d);
+}
+
+/* A stop, or a one-shot's firing, made `h` inactive, and the wheel has
+ * counted it: liveness if it was the last referenced one; or its share of
+ * unrefd_active, and the loop timer if no timer is left. */
+static inline void tw__uv_deactivated(struct tw_uv__head *d,
+                                      const tw_uv_timer_t *h) {
+  if (h->tw__flags & TW_UV__REF) {
+    if (tw__uv_referenced(d) == 0)
+      tw__uv_recount(d);
+  } else {
+    d->unrefd_active--;
+    tw_driver_stopped(&d->driver);
+  }
+}
+
 /* uv_now(loop), with no call where libuv's layout is known. */
 static inline uint64_t tw__uv_now(const uv_loop_t *loop) {
 #if UV_VERSION_MAJOR == 1
@@ -380,10 +404,7 @@ static inline int tw_uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
       if (tw__uv_inline_deadline(d, timeout, &deadline) &&
           tw__file_inactive(d->driver.wheel, t, order, t->tw__cb, deadline,
                             repeat)) {
-        if (!(handle->tw__flags & TW_UV__REF))
-          d->unrefd_active++;
-        else if (tw__uv_referenced(d) == 1)
-          tw__uv_recount(d);
+        tw__uv_activated(d, handle);
         return tw__uv_started(d, handle, cb, deadline);
       }
     }
@@ -397,10 +418,7 @@ static inline int tw_uv_timer_stop(tw_uv_timer_t *handle) {
   if (handle && tw__in_slot(order = handle->tw__timer.tw__order)) {
     d = tw__uv_owner(handle);
     tw__stop_waiting(tw__head(d->driver.wheel), &handle->tw__timer, order);
-    if (!(handle->tw__flags & TW_UV__REF))
-      d->unrefd_active--;
-    if (tw__uv_referenced(d) == 0)
-      tw__uv_recount(d);
+    tw__uv_deactivated(d, handle);
     return 0;
   }
   return tw__uv_timer_stop(handle);
