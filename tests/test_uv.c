@@ -57,18 +57,26 @@ static void teardown(void) {
 TestSuite(uv, .init = setup, .fini = teardown, .timeout = 10);
 
 /* ---- the library's start and stop, counted ----
- * test-uv is linked with --wrap for tw__uv_timer_start and tw__uv_timer_stop
- * (tests/meson.build): every call this file makes to them, the inline
- * paths' fallbacks included, comes here first, so that a test can assert
- * that an inline path made none. */
+ * test-uv is linked with --wrap for tw__uv_timer_start, tw__uv_timer_stop
+ * and tw__uv_recount (tests/meson.build): every call this file makes to
+ * them, the inline paths' included, comes here first, so that a test can
+ * assert which an inline path made (the library's own calls of
+ * tw__uv_recount are not counted). */
 int __real_tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                               uint64_t timeout, uint64_t repeat);
 int __real_tw__uv_timer_stop(tw_uv_timer_t *handle);
 int __wrap_tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                               uint64_t timeout, uint64_t repeat);
 int __wrap_tw__uv_timer_stop(tw_uv_timer_t *handle);
+void __real_tw__uv_recount(struct tw_uv__head *d);
+void __wrap_tw__uv_recount(struct tw_uv__head *d);
 
-static unsigned long library_calls;
+static unsigned long library_calls, inline_recounts;
+
+void __wrap_tw__uv_recount(struct tw_uv__head *d) {
+  inline_recounts++;
+  __real_tw__uv_recount(d);
+}
 
 int __wrap_tw__uv_timer_start(tw_uv_timer_t *handle, tw_uv_timer_cb cb,
                               uint64_t timeout, uint64_t repeat) {
@@ -307,7 +315,7 @@ static int adapter_timer_active(void) {
 Test(uv, inline_start_and_stop_keep_the_loop_alive_exactly) {
   static struct probe p[2];
   probes_init(p, 2);
-  library_calls = 0;
+  library_calls = inline_recounts = 0;
   start(&p[0], 5000, 0); /* the library's: the slot was not in use */
   cr_assert_eq(library_calls, 1);
   start(&p[1], 5000, 0); /* a first start, inline */
@@ -331,6 +339,10 @@ Test(uv, inline_start_and_stop_keep_the_loop_alive_exactly) {
   cr_assert_eq(adapter_timer_active(), 0,
                "no timer left, the loop timer armed");
   cr_assert_eq(library_calls, 1, "an inline start or stop called the library");
+  /* Three crossings: the two stops of the last referenced timer and the
+   * start between them; the unreferenced timer's starts and stops, with no
+   * referenced one active, made none. */
+  cr_assert_eq(inline_recounts, 3, "%lu recounts", inline_recounts);
 }
 
 /* The library's start and stop (what the exported tw_uv_timer_start and
