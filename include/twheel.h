@@ -357,6 +357,9 @@ TW_EXTERN int tw_driver_rearm(tw_driver *d, uint64_t at);
  * the wheel. Once the driver is closed, a late firing of the loop timer (a
  * loop of one's own that closed the driver and left its timer armed) does
  * nothing and returns 0: the loop may have freed the wheel by then.
+ * Called from inside a callback of its own wakeup, it does nothing and
+ * returns 0, as tw_advance() does: the running wakeup still counts once
+ * and re-arms when its slice returns.
  */
 TW_EXTERN size_t tw_driver_expired(tw_driver *d, uint64_t now);
 

@@ -83,6 +83,8 @@ size_t tw_driver_expired(tw_driver *d, uint64_t now) {
 
   if (!d || d->closed) /* the loop may have freed the wheel */
     return 0;
+  if (d->dispatching) /* from a callback of its own wakeup: as tw_advance */
+    return 0;
   for_maintenance = d->tw__for_maintenance;
   d->armed = TW_NEVER; /* the loop timer fires once per arming */
   d->dispatching = 1;

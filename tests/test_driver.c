@@ -228,6 +228,33 @@ Test(driver, closed_from_a_callback_it_arms_nothing_more) {
   cr_assert_eq(arms_len, before);
 }
 
+/* A callback that calls tw_driver_expired on its own driver (a loop that
+ * dispatches its timer from inside a callback): the nested call does
+ * nothing, like a nested tw_advance, so the wakeup stays one wakeup and a
+ * start later in the same callback still waits for the slice's re-arm. */
+static size_t nested_ran;
+static void expire_from_callback(tw_timer *t) {
+  (void)t;
+  nested_ran = tw_driver_expired(&driver, tw_now(wheel));
+  cr_assert(driver.dispatching, "still inside the outer wakeup");
+  start_at(&in_cb_timer, tw_now(wheel) + 1);
+}
+
+Test(driver, a_nested_wakeup_from_a_callback_does_nothing) {
+  tw_timer_init(&in_cb_timer);
+  cr_assert_eq(tw_timer_start_at(wheel, &a, expire_from_callback, 1500, 0), 0);
+  tw_driver_started(&driver, 1500);
+  start_at(&b, 5000);
+  size_t before = arms_len;
+  nested_ran = 99;
+  cr_assert_eq(tw_driver_expired(&driver, 1500), 1);
+  cr_assert_eq(nested_ran, 0);
+  cr_assert_eq(driver.stats.wakeups, 1);
+  cr_assert_eq(arms_len, before + 1, "exactly one arm, after the slice");
+  cr_assert(arms[arms_len - 1].from_expiry);
+  cr_assert_eq(driver.armed, 1501);
+}
+
 /* A loop timer that fires once the driver is closed (a loop that closed
  * it with the timer still due) advances nothing: the loop may have freed
  * the wheel, so the driver does not touch it, and counts no wakeup. */
