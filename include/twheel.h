@@ -301,7 +301,9 @@ typedef struct tw_stats {
  * timer fires. `arm` is called with `from_expiry` set when it runs inside
  * tw_driver_expired (some loops must not re-arm for "now" from inside their
  * timer's callback: libuv 1.44 would rerun it in the same pass). It returns
- * 0, or -1 if the loop refused (the driver then holds nothing armed).
+ * 0, or -1 if the loop refused (the driver then holds nothing armed, and
+ * the next tw_driver_started arms for the wheel's next wakeup, which may be
+ * earlier than the deadline it is given).
  *
  * The driver is embedded in the adapter and initialised by
  * tw_driver_init(); its public fields are read-only. Single-threaded, like
@@ -328,10 +330,13 @@ TW_EXTERN int tw_driver_init(tw_driver *d, tw_wheel *w, tw_driver_arm_fn arm);
 
 /*
  * After the loop started (or re-armed) a timer of the wheel for `deadline`:
- * arms the loop timer for it if that is earlier than what is armed.
- * Nothing happens inside tw_driver_expired (it re-arms when the callbacks
- * return) or after tw_driver_close. Returns what `arm` returned, or 0;
- * -EINVAL for NULL. Inline: a deadline no earlier than `armed` costs no
+ * arms the loop timer for it if that is earlier than what is armed. With
+ * nothing armed (the first timer, or after a refused arm) it arms for the
+ * wheel's next wakeup (tw_next_wakeup) when that is earlier: a timer left
+ * waiting by a refused arm, or paced work, is not overtaken by the new
+ * deadline. Nothing happens inside tw_driver_expired (it re-arms when the
+ * callbacks return) or after tw_driver_close. Returns what `arm` returned, or
+ * 0; -EINVAL for NULL. Inline: a deadline no earlier than `armed` costs no
  * call.
  */
 TW__INLINE_API int tw_driver_started(tw_driver *d, uint64_t deadline);
@@ -363,8 +368,9 @@ TW_EXTERN int tw_driver_rearm(tw_driver *d, uint64_t at);
  */
 TW_EXTERN size_t tw_driver_expired(tw_driver *d, uint64_t now);
 
-/* The loop is closing its timer: the driver arms nothing more (the loop
- * frees the wheel itself). Safe from inside a callback. */
+/* The loop is closing its timer: the driver arms nothing more and `armed`
+ * becomes TW_NEVER at once, without a call to `arm` (the loop stops its
+ * timer and frees the wheel itself). Safe from inside a callback. */
 TW_EXTERN void tw_driver_close(tw_driver *d);
 
 /* A static English message for 0 or -EINVAL, the one error of the core

@@ -4,9 +4,10 @@
  *
  * INVARIANT (outside tw_driver_expired): `armed` is never later than the
  * earliest deadline of an active timer, and is TW_NEVER only when no timer
- * is active. Starts keep it by lowering it; stops and later resets may leave
- * it early (a wakeup then fires nothing and re-arms); tw_driver_expired sets
- * it to the wheel's next wakeup when its slice returns.
+ * is active, or after the loop refused an arm (until the next start, which
+ * arms for the wheel's next wakeup). Starts keep it by lowering it; stops and
+ * later resets may leave it early (a wakeup then fires nothing and re-arms);
+ * tw_driver_expired sets it to the wheel's next wakeup when its slice returns.
  */
 #define TW__NO_INLINE /* this file defines the driver's inline pair itself */
 #include "wheel.h"
@@ -35,11 +36,20 @@ static int set(tw_driver *d, uint64_t at, int for_maintenance,
   return rc;
 }
 
+/* With nothing armed (the wheel was empty, or the loop refused an arm while
+ * timers stayed), the wheel's own next wakeup, which the new timer is part
+ * of, may be earlier than `deadline`: it is armed then. */
 int tw__driver_started(tw_driver *d, uint64_t deadline) {
+  uint64_t expiry, wakeup;
   if (!d)
     return -EINVAL;
   if (d->dispatching || d->closed || deadline >= d->armed)
     return 0;
+  if (d->armed == TW_NEVER) {
+    wakeup = tw__next_times(d->wheel, &expiry);
+    if (wakeup < deadline)
+      return set(d, wakeup, wakeup < expiry, 0);
+  }
   return set(d, deadline, 0, 0);
 }
 
@@ -107,6 +117,8 @@ size_t tw_driver_expired(tw_driver *d, uint64_t now) {
 }
 
 void tw_driver_close(tw_driver *d) {
-  if (d)
-    d->closed = 1;
+  if (!d)
+    return;
+  d->closed = 1;
+  d->armed = TW_NEVER; /* the loop stops its timer itself */
 }

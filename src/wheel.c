@@ -291,8 +291,9 @@ static inline void arm(tw_wheel *w, tw_timer *t, uint64_t deadline,
     t->tw__order = order | (t->tw__order & TW_PLACE_MASK);
     if (deadline < was)
       t->tw__order |= tw__slot_lower_min(&w->head.slots[index], deadline);
-    else if (deadline != was && was == w->head.slots[index].min)
-      w->head.slots[index].dirty = 1;
+    else if (deadline != was && (t->tw__order & TW_MAY_HOLD_MIN) &&
+             was == w->head.slots[index].min)
+      w->head.slots[index].dirty = 1; /* only the holder can take it away */
     return;
   }
   if (state == TW_IDLE)

@@ -261,7 +261,9 @@ Test(driver, a_nested_wakeup_from_a_callback_does_nothing) {
 Test(driver, closed_it_ignores_a_late_firing) {
   start_at(&a, 1500);
   tw_driver_close(&driver);
+  cr_assert_eq(driver.armed, TW_NEVER, "nothing is armed any more");
   cr_assert_eq(tw_driver_expired(&driver, 2000), 0);
+  cr_assert_eq(driver.armed, TW_NEVER);
   cr_assert(tw_timer_is_active(&a), "the wheel did not advance");
   cr_assert_eq(tw_now(wheel), 1000);
   cr_assert_eq(driver.stats.wakeups, 0);
@@ -283,4 +285,22 @@ Test(driver, a_refused_arm_is_returned_and_nothing_is_armed) {
   cr_assert_eq(driver.armed, TW_NEVER);
   cr_assert_eq(tw_driver_started(&driver, 1500), 0); /* retried: armed */
   cr_assert_eq(driver.armed, 1500);
+}
+
+/* A refused arm leaves nothing armed while a timer waits (the event
+ * adapter then drops the timer it was adding). The next start arms for
+ * the wheel's earliest time, not only for its own later deadline. */
+Test(driver, after_a_refused_arm_the_next_start_arms_for_the_earliest_timer) {
+  start_at(&a, 1500);
+  cr_assert_eq(tw_timer_start_at(wheel, &b, count_cb, 1200, 0), 0);
+  refuse = 1;
+  cr_assert_eq(tw_driver_started(&driver, 1200), -1);
+  cr_assert_eq(driver.armed, TW_NEVER);
+  stop(&b); /* what tw_ev_timer_add does when its arm fails */
+  tw_timer_init(&in_cb_timer);
+  cr_assert_eq(tw_timer_start_at(wheel, &in_cb_timer, count_cb, 2000, 0), 0);
+  cr_assert_eq(tw_driver_started(&driver, 2000), 0);
+  cr_assert_eq(driver.armed, 1500, "armed for %llu",
+               (unsigned long long)driver.armed);
+  cr_assert_eq(arms[arms_len - 1].at, 1500);
 }

@@ -129,6 +129,30 @@ Test(exported, mixed_with_the_inline_calls_on_one_wheel) {
                  fired[k], expected[k]);
 }
 
+/* A timer that does not hold its slot's minimum, moved later with the
+ * store: the minimum stays exact, through the exported start as through
+ * the inline one, so the next tw_next_expiry re-files nothing. */
+Test(exported, a_later_restart_of_a_timer_not_holding_the_minimum_keeps_it) {
+  for (int via_inline = 0; via_inline < 2; via_inline++) {
+    tw_timer *holder = &timers[0], *other = &timers[1];
+    uint64_t now = tw_now(wheel), moves;
+    tw_timer_init(holder);
+    tw_timer_init(other);
+    cr_assert_eq(tw_timer_start(wheel, holder, record, 100, 0), 0);
+    cr_assert_eq(tw_timer_start(wheel, other, record, 100, 0), 0);
+    moves = tw_moves(wheel);
+    if (via_inline)
+      cr_assert_eq(inline_start(wheel, other, record, 150), 0);
+    else
+      cr_assert_eq(tw_timer_start(wheel, other, record, 150, 0), 0);
+    cr_assert_eq(tw_next_expiry(wheel), now + 100);
+    cr_assert_eq(tw_moves(wheel), moves, "inline %d: the slot was re-filed",
+                 via_inline);
+    cr_assert_null(tw__check(wheel, 1));
+    cr_assert_eq(tw_advance(wheel, now + 150, TW_ALL), 2);
+  }
+}
+
 static tw_driver driver;
 static int arms;
 static uint64_t armed_at;
