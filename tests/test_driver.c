@@ -153,13 +153,21 @@ static void start_from_callback(tw_timer *t) {
   cr_assert(driver.dispatching);
 }
 
-Test(driver, starts_inside_callbacks_are_armed_when_the_slice_returns) {
+/* Timer a runs `cb` at 1500 while b waits for 5000; the loop timer fires
+ * at 1500 and runs a. Returns how many arms there were before it fired. */
+static size_t wake_running(tw_timer_cb cb) {
+  size_t before;
   tw_timer_init(&in_cb_timer);
-  cr_assert_eq(tw_timer_start_at(wheel, &a, start_from_callback, 1500, 0), 0);
+  cr_assert_eq(tw_timer_start_at(wheel, &a, cb, 1500, 0), 0);
   tw_driver_started(&driver, 1500);
   start_at(&b, 5000);
-  size_t before = arms_len;
+  before = arms_len;
   cr_assert_eq(tw_driver_expired(&driver, 1500), 1);
+  return before;
+}
+
+Test(driver, starts_inside_callbacks_are_armed_when_the_slice_returns) {
+  size_t before = wake_running(start_from_callback);
   cr_assert_eq(arms_len, before + 1, "exactly one arm, after the slice");
   cr_assert_eq(driver.armed, 1550);
 }
@@ -241,13 +249,9 @@ static void expire_from_callback(tw_timer *t) {
 }
 
 Test(driver, a_nested_wakeup_from_a_callback_does_nothing) {
-  tw_timer_init(&in_cb_timer);
-  cr_assert_eq(tw_timer_start_at(wheel, &a, expire_from_callback, 1500, 0), 0);
-  tw_driver_started(&driver, 1500);
-  start_at(&b, 5000);
-  size_t before = arms_len;
+  size_t before;
   nested_ran = 99;
-  cr_assert_eq(tw_driver_expired(&driver, 1500), 1);
+  before = wake_running(expire_from_callback);
   cr_assert_eq(nested_ran, 0);
   cr_assert_eq(driver.stats.wakeups, 1);
   cr_assert_eq(arms_len, before + 1, "exactly one arm, after the slice");
