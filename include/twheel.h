@@ -302,8 +302,8 @@ typedef struct tw_stats {
  * tw_driver_expired (some loops must not re-arm for "now" from inside their
  * timer's callback: libuv 1.44 would rerun it in the same pass). It returns
  * 0, or -1 if the loop refused (the driver then holds nothing armed, and
- * the next tw_driver_started arms for the wheel's next wakeup, which may be
- * earlier than the deadline it is given).
+ * the next tw_driver_started or tw_driver_rearm arms for the wheel's next
+ * wakeup when that is earlier than the time it is given).
  *
  * The driver is embedded in the adapter and initialised by
  * tw_driver_init(); its public fields are read-only. Single-threaded, like
@@ -330,11 +330,12 @@ TW_EXTERN int tw_driver_init(tw_driver *d, tw_wheel *w, tw_driver_arm_fn arm);
 
 /*
  * After the loop started (or re-armed) a timer of the wheel for `deadline`:
- * arms the loop timer for it if that is earlier than what is armed. With
- * nothing armed (the first timer, or after a refused arm) it arms for the
- * wheel's next wakeup (tw_next_wakeup) when that is earlier: a timer left
- * waiting by a refused arm, or paced work, is not overtaken by the new
- * deadline. Nothing happens inside tw_driver_expired (it re-arms when the
+ * arms the loop timer for it if that is earlier than what is armed. After
+ * a refused arm (nothing armed while other timers wait) it reads the wheel
+ * (tw_next_wakeup, which may re-file a slot) and arms for its next wakeup
+ * when that is earlier, so that the waiting timers are not overtaken; a
+ * first timer on an empty wheel reads nothing more. Nothing happens inside
+ * tw_driver_expired (it re-arms when the
  * callbacks return) or after tw_driver_close. Returns what `arm` returned, or
  * 0; -EINVAL for NULL. Inline: a deadline no earlier than `armed` costs no
  * call.
@@ -350,8 +351,9 @@ TW__INLINE_API void tw_driver_stopped(tw_driver *d);
 
 /* Arms the loop timer for min(at, armed) even when it is armed already:
  * for loops where re-arming cancels a wakeup already under way (libevent's
- * event_add on an activated event). Returns what `arm` returned; -EINVAL
- * for NULL. */
+ * event_add on an activated event). With nothing armed while timers wait
+ * (after a refused arm), for min(at, tw_next_wakeup). Returns what `arm`
+ * returned; -EINVAL for NULL. */
 TW_EXTERN int tw_driver_rearm(tw_driver *d, uint64_t at);
 
 /*

@@ -4,10 +4,11 @@
  *
  * INVARIANT (outside tw_driver_expired): `armed` is never later than the
  * earliest deadline of an active timer, and is TW_NEVER only when no timer
- * is active, or after the loop refused an arm (until the next start, which
- * arms for the wheel's next wakeup). Starts keep it by lowering it; stops and
- * later resets may leave it early (a wakeup then fires nothing and re-arms);
- * tw_driver_expired sets it to the wheel's next wakeup when its slice returns.
+ * is active, or after the loop refused an arm (until the next start or
+ * rearm, which arms for the wheel's next wakeup if that is earlier). Starts
+ * keep it by lowering it; stops and later resets may leave it early (a wakeup
+ * then fires nothing and re-arms); tw_driver_expired sets it to the wheel's
+ * next wakeup when its slice returns.
  */
 #define TW__NO_INLINE /* this file defines the driver's inline pair itself */
 #include "wheel.h"
@@ -36,20 +37,30 @@ static int set(tw_driver *d, uint64_t at, int for_maintenance,
   return rc;
 }
 
-/* With nothing armed (the wheel was empty, or the loop refused an arm while
- * timers stayed), the wheel's own next wakeup, which the new timer is part
- * of, may be earlier than `deadline`: it is armed then. */
-int tw__driver_started(tw_driver *d, uint64_t deadline) {
+/*
+ * Arms for `at` when nothing is armed, `started` being the timers the caller
+ * has just started (1 for tw_driver_started, 0 for tw_driver_rearm). Any
+ * other timer can be waiting then only after the loop refused an arm: the
+ * wheel's next wakeup is armed instead when it is earlier. The common case,
+ * a first timer on an empty wheel, reads nothing more of the wheel.
+ */
+static int set_from_nothing(tw_driver *d, uint64_t at, size_t started) {
   uint64_t expiry, wakeup;
+  if (d->wheel->head.count > started) {
+    wakeup = tw__next_times(d->wheel, &expiry);
+    if (wakeup < at)
+      return set(d, wakeup, wakeup < expiry, 0);
+  }
+  return set(d, at, 0, 0);
+}
+
+int tw__driver_started(tw_driver *d, uint64_t deadline) {
   if (!d)
     return -EINVAL;
   if (d->dispatching || d->closed || deadline >= d->armed)
     return 0;
-  if (d->armed == TW_NEVER) {
-    wakeup = tw__next_times(d->wheel, &expiry);
-    if (wakeup < deadline)
-      return set(d, wakeup, wakeup < expiry, 0);
-  }
+  if (d->armed == TW_NEVER)
+    return set_from_nothing(d, deadline, 1);
   return set(d, deadline, 0, 0);
 }
 
@@ -75,6 +86,8 @@ int tw_driver_rearm(tw_driver *d, uint64_t at) {
     return -EINVAL;
   if (d->dispatching || d->closed)
     return 0;
+  if (d->armed == TW_NEVER)
+    return set_from_nothing(d, at, 0);
   if (d->armed < at)
     return set(d, d->armed, d->tw__for_maintenance, 0);
   return set(d, at, 0, 0);

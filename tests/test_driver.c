@@ -308,3 +308,16 @@ Test(driver, after_a_refused_arm_the_next_start_arms_for_the_earliest_timer) {
                (unsigned long long)driver.armed);
   cr_assert_eq(arms[arms_len - 1].at, 1500);
 }
+
+/* The same through tw_driver_rearm, which the event adapter calls for a
+ * timer due by the next millisecond. */
+Test(driver, after_a_refused_arm_a_rearm_arms_for_the_earliest_timer) {
+  start_at(&a, 1500);
+  refuse = 1;
+  cr_assert_eq(tw_driver_rearm(&driver, 1200), -1);
+  cr_assert_eq(driver.armed, TW_NEVER);
+  cr_assert_eq(tw_timer_start_at(wheel, &b, count_cb, 2000, 0), 0);
+  cr_assert_eq(tw_driver_rearm(&driver, 2000), 0);
+  cr_assert_eq(driver.armed, 1500, "armed for %llu",
+               (unsigned long long)driver.armed);
+}
