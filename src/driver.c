@@ -104,9 +104,10 @@ size_t tw_driver_expired(tw_driver *d, uint64_t now) {
   uint64_t expiry, wakeup;
   size_t ran;
 
-  if (!d || d->closed) /* the loop may have freed the wheel */
-    return 0;
-  if (d->dispatching) /* from a callback of its own wakeup: as tw_advance */
+  /* Closed, the loop may have freed the wheel; dispatching, this is a call
+   * from a callback of the wakeup under way, which does nothing (as
+   * tw_advance). */
+  if (!d || d->closed || d->dispatching)
     return 0;
   for_maintenance = d->tw__for_maintenance;
   d->armed = TW_NEVER; /* the loop timer fires once per arming */
