@@ -335,10 +335,9 @@ TW_EXTERN int tw_driver_init(tw_driver *d, tw_wheel *w, tw_driver_arm_fn arm);
  * (tw_next_wakeup, which may re-file a slot) and arms for its next wakeup
  * when that is earlier, so that the waiting timers are not overtaken; a
  * first timer on an empty wheel reads nothing more. Nothing happens inside
- * tw_driver_expired (it re-arms when the
- * callbacks return) or after tw_driver_close. Returns what `arm` returned, or
- * 0; -EINVAL for NULL. Inline: a deadline no earlier than `armed` costs no
- * call.
+ * tw_driver_expired (it re-arms when the callbacks return) or after
+ * tw_driver_close. Returns what `arm` returned, or 0; -EINVAL for NULL.
+ * Inline: a deadline no earlier than `armed` costs no call.
  */
 TW__INLINE_API int tw_driver_started(tw_driver *d, uint64_t deadline);
 
