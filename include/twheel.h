@@ -348,12 +348,33 @@ TW__INLINE_API int tw_driver_started(tw_driver *d, uint64_t deadline);
  * remain it costs no call. */
 TW__INLINE_API void tw_driver_stopped(tw_driver *d);
 
-/* Arms the loop timer for min(at, armed) even when it is armed already:
- * for loops where re-arming cancels a wakeup already under way (libevent's
- * event_add on an activated event). With nothing armed while timers wait
- * (after a refused arm), for min(at, tw_next_wakeup). Returns what `arm`
- * returned; -EINVAL for NULL. */
+/* Arms the loop timer for min(at, armed) even when it is armed already.
+ * In a loop where re-arming cancels a wakeup already queued (libevent's
+ * event_add on an activated event), that wakeup's due timers wait for the
+ * next one: a program that does it at every loop iteration holds them back
+ * for ever. tw_driver_fence keeps a start out of a queued wakeup without
+ * cancelling it. With nothing armed while timers wait (after a refused
+ * arm), arms for min(at, tw_next_wakeup). Returns what `arm` returned;
+ * -EINVAL for NULL. */
 TW_EXTERN int tw_driver_rearm(tw_driver *d, uint64_t at);
+
+/*
+ * For loops that queue their timer's callback when an iteration starts and
+ * run it after other callbacks of that iteration (libevent activates a
+ * timer event, then runs the I/O callbacks before it). Call it when the
+ * loop timer's callback is queued so, before a start made from one of those
+ * other callbacks: timers started from here on do not run in that wakeup
+ * (it stops before the first of them, in firing order, and what follows
+ * that one waits too), and run at the next, which it arms at once. A timer
+ * due at once then runs at the next loop iteration, never in the one that
+ * started it, as libevent's own do, and the queued wakeup still runs the
+ * timers due before. Re-arming the loop timer instead (tw_driver_rearm)
+ * would cancel the queued wakeup. The fence lasts until the next advance of
+ * the wheel, or until the wheel empties. Nothing happens inside
+ * tw_driver_expired (a start there never runs in the same wakeup), after
+ * tw_driver_close, or for NULL.
+ */
+TW_EXTERN void tw_driver_fence(tw_driver *d);
 
 /*
  * The loop timer fired at `now`: advances the wheel one slice, counts the

@@ -383,7 +383,8 @@ static uint64_t next_period(const tw_wheel *w, const tw_timer *t) {
  * collected, while its timers are still in the cache. Rule 5 holds because
  * a callback's start files its timer against now: a deadline <= now waits in
  * w->due (taken only at the next advance), a later one is never collected by
- * this advance, which stops at now.
+ * this advance, which stops at now. A fence (tw_driver_fence) stops it at
+ * the first timer started since: what follows it in firing order waits too.
  */
 static size_t run_callbacks(tw_wheel *w, size_t max_fire, size_t *work) {
   size_t ran = 0;
@@ -396,6 +397,8 @@ static size_t run_callbacks(tw_wheel *w, size_t max_fire, size_t *work) {
     if (ran >= max_fire || *work == 0)
       break;
     tw_timer *t = tw__list_first(&w->firing);
+    if (t->tw__order >= w->fence)
+      break; /* started after tw_driver_fence: due, it runs next time */
     tw__disarm(w, t);
     if (t->tw__repeat)
       tw__arm(w, t, next_period(w, t));
@@ -427,6 +430,7 @@ static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire, size_t work) {
     free(w);
     return ran;
   }
+  w->fence = TW_NEVER; /* it holds for one advance */
   /* A break wants control back at once: no paced work after it. Either
    * way, what the budget left says whether this advance used it all up
    * (tw__next_times). */

@@ -69,9 +69,13 @@ int tw_driver_started(tw_driver *d, uint64_t deadline) {
 }
 
 /* The wheel emptied: the loop timer stops (not from inside
- * tw_driver_expired, which re-arms when its callbacks return). */
+ * tw_driver_expired, which re-arms when its callbacks return), and with it
+ * the wakeup a fence was for. */
 void tw__driver_emptied(tw_driver *d) {
-  if (!d->dispatching && d->armed != TW_NEVER)
+  if (d->dispatching)
+    return;
+  d->wheel->fence = TW_NEVER;
+  if (d->armed != TW_NEVER)
     set(d, TW_NEVER, 0, 0);
 }
 
@@ -91,6 +95,12 @@ int tw_driver_rearm(tw_driver *d, uint64_t at) {
   if (d->armed < at)
     return set(d, d->armed, d->tw__for_maintenance, 0);
   return set(d, at, 0, 0);
+}
+
+/* The first fence before an advance is the one that counts. */
+void tw_driver_fence(tw_driver *d) {
+  if (d && !d->closed && !d->dispatching && d->wheel->fence == TW_NEVER)
+    d->wheel->fence = d->wheel->head.next_seq << TW__SEQ_SHIFT;
 }
 
 /*

@@ -137,6 +137,9 @@ struct tw_wheel {
   int break_pending;    /* tw_break was called from a callback */
   int due_unsorted;     /* a start appended a timer due before the last one */
   int unfinished;       /* the last advance used up its work budget */
+  uint64_t fence;       /* tw_driver_fence: the next advance stops before the
+                           first timer whose tw__order is at or above it
+                           (started since); TW_NEVER: none */
   size_t collecting;    /* the level-0 slot at pos a budget stopped walking */
   int collect_in_order; /* ... and the firing list it fills is sorted */
   /* A bitmap over the slots, bit `index` for slot `index` (word index / 64,

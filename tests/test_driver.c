@@ -309,8 +309,7 @@ Test(driver, after_a_refused_arm_the_next_start_arms_for_the_earliest_timer) {
   cr_assert_eq(arms[arms_len - 1].at, 1500);
 }
 
-/* The same through tw_driver_rearm, which the event adapter calls for a
- * timer due by the next millisecond. */
+/* The same through tw_driver_rearm. */
 Test(driver, after_a_refused_arm_a_rearm_arms_for_the_earliest_timer) {
   start_at(&a, 1500);
   refuse = 1;
@@ -320,4 +319,84 @@ Test(driver, after_a_refused_arm_a_rearm_arms_for_the_earliest_timer) {
   cr_assert_eq(tw_driver_rearm(&driver, 2000), 0);
   cr_assert_eq(driver.armed, 1500, "armed for %llu",
                (unsigned long long)driver.armed);
+}
+
+/* --- the fence: a wakeup already queued keeps later starts out --------- */
+
+static int ran_order[8], ran_len;
+static tw_timer c, e;
+static void record_cb(tw_timer *t) {
+  cr_assert_lt(ran_len, 8);
+  ran_order[ran_len++] = t == &a ? 'a' : t == &b ? 'b' : t == &c ? 'c' : 'e';
+}
+
+static void start_recorded(tw_timer *t, uint64_t deadline) {
+  cr_assert_eq(tw_timer_start_at(wheel, t, record_cb, deadline, 0), 0);
+  tw_driver_started(&driver, deadline);
+}
+
+/* The loop timer, armed for 1500, is queued at 1600 (libevent: activated,
+ * its callback to run after the I/O callbacks); one of those starts, after
+ * a fence, e, between a and b in firing order, and c, due at once. */
+static void queued_wakeup_then_fenced_starts(void) {
+  tw_timer_init(&c);
+  tw_timer_init(&e);
+  ran_len = 0;
+  start_recorded(&a, 1500);
+  start_recorded(&b, 1550);
+  tw_driver_fence(&driver);
+  start_recorded(&e, 1520);
+  tw_driver_fence(&driver); /* a second one moves nothing */
+  start_recorded(&c, 1600);
+}
+
+Test(driver, a_fenced_wakeup_runs_what_was_started_before_and_rearms_at_once) {
+  queued_wakeup_then_fenced_starts();
+  cr_assert_eq(tw_driver_expired(&driver, 1600), 1);
+  cr_assert_eq(ran_len, 1);
+  cr_assert_eq(ran_order[0], 'a', "a, before e in firing order, ran");
+  cr_assert_eq(driver.armed, 1520, "the rest is due: armed for now");
+  cr_assert(arms[arms_len - 1].from_expiry);
+  cr_assert_eq(tw_driver_expired(&driver, 1600), 3);
+  cr_assert_eq(ran_len, 4);
+  cr_assert_eq(ran_order[1], 'e');
+  cr_assert_eq(ran_order[2], 'b', "b followed e in firing order: it waited");
+  cr_assert_eq(ran_order[3], 'c');
+  cr_assert_eq(driver.armed, TW_NEVER);
+}
+
+Test(driver, a_fence_lasts_one_advance) {
+  queued_wakeup_then_fenced_starts();
+  cr_assert_eq(tw_driver_expired(&driver, 1600), 1);
+  tw_timer_init(&in_cb_timer);
+  cr_assert_eq(tw_timer_start_at(wheel, &in_cb_timer, count_cb, 1600, 0), 0);
+  tw_driver_started(&driver, 1600);
+  fired = 0;
+  cr_assert_eq(tw_driver_expired(&driver, 1600), 4, "nothing fenced now");
+  cr_assert_eq(fired, 1);
+}
+
+/* The wheel empties: the loop timer stops, and the wakeup the fence was
+ * for with it; a timer started after runs at the next wakeup. */
+Test(driver, a_fence_ends_when_the_wheel_empties) {
+  tw_timer_init(&c);
+  ran_len = 0;
+  start_recorded(&a, 1500);
+  tw_driver_fence(&driver);
+  stop(&a);
+  cr_assert_eq(driver.armed, TW_NEVER);
+  start_recorded(&c, 1600);
+  cr_assert_eq(tw_driver_expired(&driver, 1600), 1);
+  cr_assert_eq(ran_order[0], 'c');
+}
+
+/* Closed, the driver may hold a freed wheel: the fence touches nothing
+ * (AddressSanitizer would see it). */
+Test(driver, a_fence_on_a_closed_or_null_driver_does_nothing) {
+  tw_driver_fence(NULL);
+  tw_driver_close(&driver);
+  tw_wheel_free(wheel);
+  wheel = NULL;
+  tw_driver_fence(&driver);
+  cr_assert_eq(driver.armed, TW_NEVER);
 }
