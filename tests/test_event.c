@@ -829,6 +829,67 @@ Test(event, zero_timeout_added_outside_the_wheel_waits_for_next_iteration) {
   event_free(high);
 }
 
+/* A socket kept readable (a byte never read) runs its callback once per
+ * loop iteration, and the callback defers work with a zero timeout each
+ * time, as servers defer to the next iteration. The adapter's event is
+ * then activated before every such add: a deferred timer must run at the
+ * next iteration, never in its own, and a timer due meanwhile must run
+ * too (re-adding the adapter's event at each add would cancel its wakeup
+ * every time, and nothing would ever run). */
+enum { RING = 8 };
+static struct probe ring[RING], *waiting;
+static int ring_added[RING]; /* the iteration of each probe's latest add */
+static int ring_calls, adds;
+static struct event *readable;
+
+static void deferred_ran(struct probe *p) {
+  cr_assert_gt(iteration, ring_added[p - ring],
+               "deferred timer ran in the iteration that added it");
+  ring_calls++;
+}
+
+static void defer_each_iteration(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  (void)arg;
+  iteration++;
+  if (waiting->calls > 0 || mono_ns() > waiting->due + 400 * MS) {
+    event_del(readable); /* the pending timers run, and dispatch returns */
+    return;
+  }
+  ring_added[adds % RING] = iteration;
+  probe_add(&ring[adds++ % RING], 0);
+}
+
+Test(event, zero_timeouts_added_at_every_iteration_hold_no_timer_back) {
+  struct probe y;
+  int fds[2];
+  cr_assert_eq(evutil_socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  cr_assert_eq(write(fds[1], "x", 1), 1);
+  readable =
+      event_new(base, fds[0], EV_READ | EV_PERSIST, defer_each_iteration, NULL);
+  cr_assert_not_null(readable);
+  cr_assert_eq(event_add(readable, NULL), 0);
+  for (int i = 0; i < RING; i++) {
+    probe_init(&ring[i], 100 + i, 0);
+    ring[i].then = deferred_ran;
+  }
+  ring_calls = adds = 0;
+  iteration = 0;
+  probe_init(&y, 1, 0);
+  waiting = &y;
+  probe_add(&y, 5000);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(y.calls, 1);
+  cr_assert_lt(y.at[0] - y.due, LATE_OK, "held back %lld ms by the adds",
+               (long long)((y.at[0] - y.due) / MS));
+  cr_assert_gt(adds, RING, "the socket ran its callback at every iteration");
+  cr_assert_eq(ring_calls, adds, "a deferred timer was lost");
+  event_free(readable);
+  evutil_closesocket(fds[0]);
+  evutil_closesocket(fds[1]);
+}
+
 /* --- free from inside callbacks (libevent's test_event_free_*) ----------- */
 
 static struct probe *later_probe;

@@ -14,6 +14,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "twheel-event.h"
 
+#include <event2/event_struct.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <time.h>
@@ -170,6 +171,19 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
   return event_add(d->ev, &tv) == 0 ? 0 : -1;
 }
 
+/*
+ * Whether libevent has activated the adapter's event and not yet run it:
+ * its callback then runs later in this loop iteration. libevent has no
+ * function that tells (event_pending says EV_TIMEOUT both before and after
+ * the activation), so this reads the event's flags, in the layout that
+ * event2/event_struct.h gives for libevent 2.1 (fixed by its ABI,
+ * libevent-2.1.so.7; the header warns that the layout may change with a
+ * later ABI).
+ */
+static int wakeup_queued(const tw_ev *d) {
+  return (d->ev->ev_evcallback.evcb_flags & EVLIST_ACTIVE) != 0;
+}
+
 static void on_wakeup(evutil_socket_t fd, short what, void *arg) {
   tw_ev *d = arg;
   (void)fd;
@@ -257,19 +271,20 @@ int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
    * zero span is due at once (any later wakeup is after the add). */
   deadline = span ? deadline_of(expiry) : now / NS_PER_MS;
   period = tw__is_fixed_rate(&t->tw__timer) ? ceil_ms(span) : 0;
+  /*
+   * With the adapter's event activated in this loop iteration, this timer
+   * must not run in its wakeup (a zero timeout runs at the next iteration,
+   * never in this one). Re-adding the event would cancel that activation,
+   * and a program adding such timers at every iteration would hold back
+   * every timer due for ever: the fence keeps this one out instead.
+   */
+  if (wakeup_queued(d))
+    tw_driver_fence(&d->driver);
   if (tw_timer_start_at(d->driver.wheel, &t->tw__timer, on_timer, deadline,
                         period) != 0)
     return -1;
   t->tw__expiry = expiry;
-  /*
-   * Due by the next ms: re-add the event even if it is armed earlier,
-   * because it may already be activated in this loop iteration, and
-   * re-adding cancels that activation, so a zero timeout added from an I/O
-   * callback runs in the next iteration, never in this one.
-   */
-  if ((deadline <= now / NS_PER_MS + 1
-           ? tw_driver_rearm(&d->driver, deadline)
-           : tw_driver_started(&d->driver, deadline)) != 0) {
+  if (tw_driver_started(&d->driver, deadline) != 0) {
     tw_timer_stop(d->driver.wheel, &t->tw__timer);
     tw_driver_stopped(&d->driver);
     return -1;

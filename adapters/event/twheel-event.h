@@ -70,6 +70,11 @@
  *    negative one at every iteration), and a period's sub-millisecond part
  *    is rounded up (libevent keeps the microseconds: a 1.5 ms period runs
  *    every 2 ms here);
+ *  - event_base_loop(base, EVLOOP_ONCE) may return after a wakeup of the
+ *    adapter's event that ran no timer: a later re-add or a delete leaves
+ *    the event armed for the old time (see tw_ev_timer_add's cost and
+ *    tw_ev_timer_del). Loop with EVLOOP_ONCE until what you wait for ran
+ *    (libevent's own timers would block until one of them ran);
  *  - tw_ev_timer_pending returns EV_TIMEOUT or 0, and 0 for NULL;
  *  - no evthread locking: one thread (see Threads).
  *
@@ -178,9 +183,15 @@ TW_EXTERN void tw_ev_timer_free(tw_ev_timer *t);
  * now + *tv, whether it was pending or not; the old deadline is forgotten
  * (earlier or later) and a call that was due but not yet run is cancelled.
  *  - tv <= 0 (negative seconds or microseconds included): due at once;
- *    runs at the next loop iteration, never in the one running the add
- *    (added outside a tw_ev_timer callback, it re-adds the one event so
- *    that an activation already queued in this iteration is cancelled).
+ *    runs at the next loop iteration, never in the one running the add.
+ *    Added from another callback while the adapter's event is activated in
+ *    this iteration (to run after that callback), it is kept out of that
+ *    wakeup (tw_driver_fence, twheel.h), which still runs the timers due
+ *    before it; so is any timer added then. The event is not re-added,
+ *    which would cancel its activation: a program adding such timers at
+ *    every iteration would then hold back every timer for ever. Reading
+ *    whether the event is activated takes its flags, in the layout of
+ *    event2/event_struct.h (libevent 2.1's ABI, libevent-2.1.so.7).
  *  - A sub-millisecond remainder is rounded up; huge values saturate.
  *  - A common-timeout token from event_base_init_common_timeout() (of any
  *    base) is taken as the duration it stands for.
