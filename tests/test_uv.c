@@ -245,6 +245,35 @@ Test(uv, one_shots_and_a_repeat_fire_like_libuv_timer_test) {
   cr_assert_geq(uv_now(&loop) - t0, 100);
 }
 
+/* test-loop-time's uv_update_time() from a callback: it moves uv_now() on
+ * within the timer pass, and libuv re-arms a repeating timer whose turn
+ * comes after it from that time. So does the adapter: inside each call the
+ * timer reports its whole period due (probe_cb checks never-early against
+ * uv_now() at the previous call + repeat). */
+static void spin_then_update_time(struct probe *p) {
+  uint64_t until = uv_hrtime() + 5 * 1000000;
+  (void)p;
+  while (uv_hrtime() < until)
+    ;
+  uv_update_time(&loop);
+}
+
+Test(uv, a_repeat_after_a_callback_that_updates_the_time_rearms_from_it) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  p[0].then = spin_then_update_time;
+  p[1].then = stop_after_five;
+  start(&p[0], 10, 10); /* same deadlines, started first: runs first */
+  start(&p[1], 10, 10);
+  while (p[1].calls < 5)
+    cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 1);
+  for (size_t i = 0; i < log_len; i++)
+    if (log_[i].id == 1)
+      cr_assert_eq(log_[i].due_in, 10, "call %zu: due in %llu", i,
+                   (unsigned long long)log_[i].due_in);
+  cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0);
+}
+
 /* timer_start_twice */
 static int never_calls;
 static void never_cb(tw_uv_timer_t *h) {
@@ -963,6 +992,28 @@ Test(uv, backend_timeout_follows_the_earliest_timer) {
   EXPECT_FIRED(0, 0);
 }
 
+/* A timer that came due during the poll of a UV_RUN_ONCE that had run
+ * another before it waits for the next uv_run (one call per UV_RUN_ONCE,
+ * libuv 1.44's second timer phase: see twheel-uv.h). Meanwhile
+ * uv_backend_timeout() is 0, as for a due uv_timer_t: a program that polls
+ * uv_backend_fd() itself must not block. */
+Test(uv, backend_timeout_is_zero_while_a_timer_waits_for_the_next_run) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start(&p[0], 0, 0);
+  start(&p[1], 20, 0); /* due during the poll */
+  cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 1);
+  cr_assert_eq(p[0].calls, 1);
+  if (uv_version() < 0x012d00) /* 1.44: left for the next call */
+    cr_assert_eq(p[1].calls, 0);
+  if (p[1].calls == 0) {
+    cr_assert(uv_loop_alive(&loop));
+    cr_assert_eq(uv_backend_timeout(&loop), 0);
+  }
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  cr_assert_eq(p[1].calls, 1);
+}
+
 /* ==== what the adapter adds ==== */
 
 Test(uv, ten_thousand_timers_use_exactly_one_uv_timer_handle) {
@@ -1446,7 +1497,7 @@ static void count_adapter_refs(uv_handle_t *handle, void *refs) {
 static void tw_family_cb(tw_uv_timer_t *h) {
   int id = (int)(h - twt), refs = 0;
   uv_walk(&loop, count_adapter_refs, &refs);
-  cr_assert_eq(refs, tw_family_active(1) > 0 ? 3 : 0, "%d handles referenced",
+  cr_assert_eq(refs, tw_family_active(1) > 0 ? 4 : 0, "%d handles referenced",
                refs);
   cr_assert_eq(tw_family_unrefd(), tw_family_active(0));
   cr_assert_eq(tw_count(tw_uv_wheel(d)), tw_family_active(-1));

@@ -37,6 +37,7 @@ struct tw_uv {
                               read them (twheel-uv.h) */
   uv_timer_t timer;        /* the one loop timer */
   uv_prepare_t prepare;    /* work that must wait for the next prepare phase */
+  uv_idle_t idle;          /* active with `prepare`: see sync_prepare */
   uv_check_t check;        /* libuv < 1.45: marks the end of each poll */
   void (*close_cb)(tw_uv *d);
   int open_handles;             /* shared handles libuv has not closed yet */
@@ -73,6 +74,7 @@ void tw__uv_recount(struct tw_uv__head *head) {
   void (*set)(uv_handle_t *) = tw__uv_referenced(head) ? uv_ref : uv_unref;
   set((uv_handle_t *)&d->timer);
   set((uv_handle_t *)&d->prepare);
+  set((uv_handle_t *)&d->idle);
   set((uv_handle_t *)&d->check);
   tw_driver_stopped(&head->driver);
 }
@@ -81,12 +83,23 @@ static void on_timer(uv_timer_t *timer);
 static void on_prepare(uv_prepare_t *prepare);
 static void on_check(uv_check_t *check);
 
-/* The prepare handle runs while something waits for it. */
+static void on_idle(uv_idle_t *idle) {
+  (void)idle; /* being active is all it does */
+}
+
+/* The prepare handle runs while something waits for it, a wakeup that is
+ * due. The idle handle is active meanwhile: uv_backend_timeout() counts no
+ * prepare handle, and would say -1 (block) to a program that polls
+ * uv_backend_fd() itself; an active idle handle makes it 0, and the poll of
+ * uv_run() does not wait either, as it would not for a due timer. */
 static void sync_prepare(tw_uv *d) {
-  if (d->deferred || d->run_at_prepare)
+  if (d->deferred || d->run_at_prepare) {
     uv_prepare_start(&d->prepare, on_prepare);
-  else
+    uv_idle_start(&d->idle, on_idle);
+  } else {
     uv_prepare_stop(&d->prepare);
+    uv_idle_stop(&d->idle);
+  }
 }
 
 /* The check handle follows the polls on libuv < 1.45 only; without it
@@ -179,12 +192,20 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
 
 /* The wheel's callback for every timer: liveness, then the user's, which
  * every start of the handle sets (a wheel timer armed any other way, as
- * through tw_uv_wheel, would call a NULL one: do not). */
+ * through tw_uv_wheel, would call a NULL one: do not). The wheel has
+ * re-armed a repeating timer from the wakeup's time; libuv re-arms from
+ * uv_now() at the timer's turn, which an earlier callback may have moved on
+ * with uv_update_time(): then so does this, a later deadline, a store. */
 static void fire(tw_timer *t) {
   tw_uv_timer_t *h = handle_of(t);
+  tw_uv *d = t->data;
   if (!tw__is_active(t))
-    tw__uv_deactivated(t->data, h); /* a one-shot is inactive from here on */
-  h->tw__cb(h);                     /* h may be freed from here on */
+    tw__uv_deactivated(&d->head, h); /* a one-shot is inactive from here on */
+  else if (uv_now(d->head.loop) > tw_now(d->head.driver.wheel))
+    tw_timer_start_at(d->head.driver.wheel, t, fire,
+                      tw__uv_deadline_after(d->head.loop, t->tw__repeat),
+                      t->tw__repeat);
+  h->tw__cb(h); /* h may be freed from here on */
 }
 
 int tw_uv_init(uv_loop_t *loop, tw_uv **out) {
@@ -202,11 +223,12 @@ int tw_uv_init(uv_loop_t *loop, tw_uv **out) {
   /* None can fail on a live loop (libuv 1.44 to 1.48). */
   uv_timer_init(loop, &d->timer);
   uv_prepare_init(loop, &d->prepare);
+  uv_idle_init(loop, &d->idle);
   uv_check_init(loop, &d->check);
-  d->timer.data = d->prepare.data = d->check.data = d;
+  d->timer.data = d->prepare.data = d->idle.data = d->check.data = d;
   d->head.loop = loop;
   tw__uv_recount(&d->head); /* no referenced timer yet: unreferenced */
-  d->open_handles = 3;
+  d->open_handles = 4;
   d->one_pass = uv_version() < ONE_TIMER_PHASE_VERSION;
   *out = d;
   return 0;
@@ -232,6 +254,7 @@ void tw_uv_close(tw_uv *d, void (*close_cb)(tw_uv *d)) {
   d->deferred = d->run_at_prepare = 0;
   uv_close((uv_handle_t *)&d->timer, on_handle_closed);
   uv_close((uv_handle_t *)&d->prepare, on_handle_closed);
+  uv_close((uv_handle_t *)&d->idle, on_handle_closed);
   uv_close((uv_handle_t *)&d->check, on_handle_closed);
 }
 

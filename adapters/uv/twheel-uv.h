@@ -9,10 +9,10 @@
  * function concerned.
  *
  * How the adapter drives the loop:
- *  - one uv_timer_t, one uv_prepare_t and (libuv < 1.45) one uv_check_t per
- *    tw_uv, whatever the number of timers. The timer is armed for the
- *    wheel's next expiry and re-armed only when that becomes earlier:
- *    moving a deadline later (the idle-timeout reset) or stopping a timer
+ *  - one uv_timer_t, one uv_prepare_t, one uv_idle_t and (libuv < 1.45)
+ *    one uv_check_t per tw_uv, whatever the number of timers. The timer is
+ * armed for the wheel's next expiry and re-armed only when that becomes
+ * earlier: moving a deadline later (the idle-timeout reset) or stopping a timer
  *    never touches it, and at worst costs one wakeup that fires nothing,
  *    after which it is re-armed. It is stopped when no timer is active. When
  *    it fires the wheel advances to uv_now(loop) and runs every due callback
@@ -57,14 +57,19 @@
  *  - on libuv 1.44, the newer libuvs' behaviours above (0 ms from a
  *    callback waits for the next iteration; at most one call per
  *    UV_RUN_ONCE), with the prepare-phase shift they need. The adapter
- *    infers where it is from the loop's phases, and two rare sequences
+ *    infers where it is from the loop's phases, and three rare sequences
  *    escape it: a timer that comes due in the instant between the check
  *    phase and the timer phase (the millisecond turns after an I/O wakeup)
  *    can make the next UV_RUN_ONCE return without running the callbacks due
- *    at its end (they run first in the call after); and the UV_RUN_ONCE
- *    right after a uv_run() that returned from its check phase
- *    (UV_RUN_NOWAIT, uv_stop) can run a repeating timer twice, as libuv
- *    1.44 itself would, if a timer came due between the two calls;
+ *    at its end (they run first in the call after); the UV_RUN_ONCE right
+ *    after a uv_run() that returned from its check phase (UV_RUN_NOWAIT,
+ *    uv_stop) can run a repeating timer twice, as libuv 1.44 itself would,
+ *    if a timer came due between the two calls; and so can the UV_RUN_ONCE
+ *    after one that no wakeup of the adapter's ended (a plain uv_timer_t or
+ *    I/O did), if a timer due at once was started between the two: the
+ *    adapter takes that start for one from a check or close callback, whose
+ *    timer phase comes after the poll, and no libuv 1.44 callback tells it
+ *    otherwise without making the loop spin;
  *  - between twheel timers and the plain uv_timer_ts of the same loop, the
  *    order within one pass is not defined: the twheel timers all run when
  *    the one loop timer does (on libuv 1.44 possibly at the prepare phase).
@@ -107,8 +112,10 @@ struct tw_uv_timer_s {
 
 /*
  * Creates the adapter for `loop`: one wheel whose time starts at
- * uv_now(loop), one uv_timer_t, one uv_prepare_t and one uv_check_t (used
- * on libuv < 1.45 only), all initialised in the loop and unreferenced until
+ * uv_now(loop), one uv_timer_t, one uv_prepare_t, one uv_idle_t (active
+ * while a wakeup waits for the prepare phase, so that uv_backend_timeout()
+ * is 0 meanwhile) and one uv_check_t (used on libuv < 1.45 only), all
+ * initialised in the loop and unreferenced until
  * a referenced timer is started. Their `data` field points at the adapter;
  * do not uv_close() them yourself (close the adapter before a uv_walk() that
  * closes every handle, or skip handles for which uv_is_closing() is true).
@@ -215,7 +222,9 @@ TW_EXTERN uint64_t tw_uv_timer_get_repeat(const tw_uv_timer_t *handle);
 /*
  * Like uv_timer_get_due_in(): max(0, deadline - uv_now(loop)) for an active
  * timer. Inside its own callback a repeating timer reports `repeat` (it is
- * already re-armed) and a one-shot 0. For an inactive timer it returns 0
+ * already re-armed, as libuv does, from uv_now() at its turn, which an
+ * earlier callback may have moved on with uv_update_time()) and a one-shot
+ * 0. For an inactive timer it returns 0
  * (libuv keeps reporting the deadline of a stopped timer). 0 for NULL.
  */
 TW_EXTERN uint64_t tw_uv_timer_get_due_in(const tw_uv_timer_t *handle);
