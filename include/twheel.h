@@ -196,8 +196,8 @@ TW_EXTERN uint64_t tw_timer_deadline(const tw_timer *t);
 /*
  * When the caller must call tw_advance() next: the earliest deadline of any
  * active timer, TW_NEVER when none is active (or for NULL). When
- * tw_advance() stopped at max_fire with timers left to run, the result is
- * <= tw_now(w); after a work budget (tw_advance_slice), ask
+ * tw_advance() stopped at max_fire (or at a fence) with timers left to
+ * run, the result is <= tw_now(w); after a work budget (tw_advance_slice), ask
  * tw_next_wakeup() when to come back.
  * It is never later than the earliest deadline, and exact except in two
  * cases, where it is a time at which nothing fires (a "wasted wakeup"):
@@ -219,7 +219,8 @@ TW_EXTERN uint64_t tw_next_expiry(tw_wheel *w);
  * never runs backwards) and runs the callbacks of every timer whose deadline
  * is <= now, in deadline order, equal deadlines by latest start. Runs at most
  * `max_fire` callbacks (TW_ALL: no budget); what is left fires first at the
- * next advance. With max_fire 0 time still moves and nothing runs.
+ * next advance, as what a fence (tw_driver_fence) holds back does. With
+ * max_fire 0 time still moves and nothing runs.
  * Before a callback runs, a repeating timer is re-armed at now + repeat
  * (missed periods collapse) and a one-shot timer becomes inactive. Callbacks
  * may start, stop and (once stopped or fired) free any timer; a timer stopped
@@ -278,7 +279,9 @@ typedef struct tw_stats {
   uint64_t fired;         /* twheel callbacks run */
   uint64_t rearms;        /* the loop timer was started again or stopped */
   uint64_t maintenance;   /* wakeups for the wheel's paced work only
-                             (tw_next_wakeup), not counted as empty */
+                             (tw_next_wakeup), not counted as empty; also
+                             one that ran nothing because the first timer
+                             due was fenced out (tw_driver_fence) */
 } tw_stats;
 
 /*
@@ -353,26 +356,31 @@ TW__INLINE_API void tw_driver_stopped(tw_driver *d);
  * event_add on an activated event), that wakeup's due timers wait for the
  * next one: a program that does it at every loop iteration holds them back
  * for ever. tw_driver_fence keeps a start out of a queued wakeup without
- * cancelling it. With nothing armed while timers wait (after a refused
- * arm), arms for min(at, tw_next_wakeup). Returns what `arm` returned;
- * -EINVAL for NULL. */
+ * cancelling it; a re-arm ends a fence. With nothing armed while timers wait
+ * (after a refused arm), arms for min(at, tw_next_wakeup). Returns what `arm`
+ * returned; -EINVAL for NULL. */
 TW_EXTERN int tw_driver_rearm(tw_driver *d, uint64_t at);
 
 /*
  * For loops that queue their timer's callback when an iteration starts and
- * run it after other callbacks of that iteration (libevent activates a
- * timer event, then runs the I/O callbacks before it). Call it when the
- * loop timer's callback is queued so, before a start made from one of those
- * other callbacks: timers started from here on do not run in that wakeup
- * (it stops before the first of them, in firing order, and what follows
- * that one waits too), and run at the next, which it arms at once. A timer
- * due at once then runs at the next loop iteration, never in the one that
- * started it, as libevent's own do, and the queued wakeup still runs the
- * timers due before. Re-arming the loop timer instead (tw_driver_rearm)
- * would cancel the queued wakeup. The fence lasts until the next advance of
- * the wheel, or until the wheel empties. Nothing happens inside
- * tw_driver_expired (a start there never runs in the same wakeup), after
- * tw_driver_close, or for NULL.
+ * run it after other callbacks of the same iteration (libevent activates a
+ * timer event, then runs the I/O callbacks before it). Call it while the
+ * loop timer's callback is queued that way, before starting a timer from
+ * one of the other callbacks: the timers started from then on do not run
+ * in the queued wakeup. That wakeup stops before the first of them in
+ * firing order (what follows that one waits too) and re-arms the loop
+ * timer at once, so they run at the wakeup after, in the next iteration.
+ * A timer due at once thus runs at the next loop iteration, never in the
+ * one that started it, as libevent's own timers do, and the queued wakeup
+ * still runs the timers due before it. Until that wakeup,
+ * tw_driver_started arms nothing: re-arming would cancel it, and it re-arms
+ * for every timer when it returns. tw_driver_rearm does re-arm, and ends
+ * the fence: for a queued wakeup that will not run in this iteration
+ * (libevent: event_base_loopbreak was called). The fence ends with the next
+ * advance of the wheel, or when tw_driver_stopped finds the wheel empty
+ * (the loop timer, queued wakeup included, is then stopped). It has no
+ * effect inside tw_driver_expired (a start there never runs in the same
+ * wakeup); nothing happens after tw_driver_close or for NULL.
  */
 TW_EXTERN void tw_driver_fence(tw_driver *d);
 

@@ -397,8 +397,8 @@ static size_t run_callbacks(tw_wheel *w, size_t max_fire, size_t *work) {
     if (ran >= max_fire || *work == 0)
       break;
     tw_timer *t = tw__list_first(&w->firing);
-    if (t->tw__order >= w->fence)
-      break; /* started after tw_driver_fence: due, it runs next time */
+    if (tw__fenced(w, t))
+      break; /* due, it runs at the next advance */
     tw__disarm(w, t);
     if (t->tw__repeat)
       tw__arm(w, t, next_period(w, t));
@@ -430,7 +430,7 @@ static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire, size_t work) {
     free(w);
     return ran;
   }
-  w->fence = TW_NEVER; /* it holds for one advance */
+  w->fenced = 0; /* a fence holds for one advance */
   /* A break wants control back at once: no paced work after it. Either
    * way, what the budget left says whether this advance used it all up
    * (tw__next_times). */

@@ -54,10 +54,16 @@ static int set_from_nothing(tw_driver *d, uint64_t at, size_t started) {
   return set(d, at, 0, 0);
 }
 
+/* The loop timer is queued to fire (tw_driver_fence): re-arming could
+ * cancel that wakeup, which re-arms for everything when it returns. */
+static int queued(const tw_driver *d) {
+  return d->wheel->fenced;
+}
+
 int tw__driver_started(tw_driver *d, uint64_t deadline) {
   if (!d)
     return -EINVAL;
-  if (d->dispatching || d->closed || deadline >= d->armed)
+  if (d->dispatching || d->closed || deadline >= d->armed || queued(d))
     return 0;
   if (d->armed == TW_NEVER)
     return set_from_nothing(d, deadline, 1);
@@ -74,7 +80,7 @@ int tw_driver_started(tw_driver *d, uint64_t deadline) {
 void tw__driver_emptied(tw_driver *d) {
   if (d->dispatching)
     return;
-  d->wheel->fence = TW_NEVER;
+  d->wheel->fenced = 0;
   if (d->armed != TW_NEVER)
     set(d, TW_NEVER, 0, 0);
 }
@@ -90,6 +96,7 @@ int tw_driver_rearm(tw_driver *d, uint64_t at) {
     return -EINVAL;
   if (d->dispatching || d->closed)
     return 0;
+  d->wheel->fenced = 0; /* the queued wakeup it was for is cancelled */
   if (d->armed == TW_NEVER)
     return set_from_nothing(d, at, 0);
   if (d->armed < at)
@@ -97,10 +104,14 @@ int tw_driver_rearm(tw_driver *d, uint64_t at) {
   return set(d, at, 0, 0);
 }
 
-/* The first fence before an advance is the one that counts. */
+/* The first fence before an advance is the one that counts. Inside
+ * tw_driver_expired it would end with that advance, in which no timer
+ * started meanwhile runs anyway. */
 void tw_driver_fence(tw_driver *d) {
-  if (d && !d->closed && !d->dispatching && d->wheel->fence == TW_NEVER)
+  if (d && !d->closed && !d->wheel->fenced) {
+    d->wheel->fenced = 1;
     d->wheel->fence = d->wheel->head.next_seq << TW__SEQ_SHIFT;
+  }
 }
 
 /*

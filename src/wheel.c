@@ -102,7 +102,6 @@ tw_wheel *tw_wheel_new(uint64_t now) {
   tw__list_init(&w->firing);
   w->collecting = TW_SLOT_COUNT;
   w->horizon = TW_NEVER;
-  w->fence = TW_NEVER;
   for (unsigned level = 0; level < TW_TOP; level++)
     w->pace[level].block = TW_NEVER; /* no source paced yet */
   return w;

@@ -337,13 +337,14 @@ static void start_recorded(tw_timer *t, uint64_t deadline) {
 
 /* The loop timer, armed for 1500, is queued at 1600 (libevent: activated,
  * its callback to run after the I/O callbacks); one of those starts, after
- * a fence, e, between a and b in firing order, and c, due at once. */
+ * a fence, e, between a and b in firing order, and c, due at once. a, the
+ * last start before the fence, is the first to fire. */
 static void queued_wakeup_then_fenced_starts(void) {
   tw_timer_init(&c);
   tw_timer_init(&e);
   ran_len = 0;
-  start_recorded(&a, 1500);
   start_recorded(&b, 1550);
+  start_recorded(&a, 1500);
   tw_driver_fence(&driver);
   start_recorded(&e, 1520);
   tw_driver_fence(&driver); /* a second one moves nothing */
@@ -355,7 +356,7 @@ Test(driver, a_fenced_wakeup_runs_what_was_started_before_and_rearms_at_once) {
   cr_assert_eq(tw_driver_expired(&driver, 1600), 1);
   cr_assert_eq(ran_len, 1);
   cr_assert_eq(ran_order[0], 'a', "a, before e in firing order, ran");
-  cr_assert_eq(driver.armed, 1520, "the rest is due: armed for now");
+  cr_assert_eq(driver.armed, 1520, "the rest is due: armed for e, past");
   cr_assert(arms[arms_len - 1].from_expiry);
   cr_assert_eq(tw_driver_expired(&driver, 1600), 3);
   cr_assert_eq(ran_len, 4);
@@ -399,4 +400,58 @@ Test(driver, a_fence_on_a_closed_or_null_driver_does_nothing) {
   wheel = NULL;
   tw_driver_fence(&driver);
   cr_assert_eq(driver.armed, TW_NEVER);
+}
+
+/* Re-arming would cancel the queued wakeup the fence is for: a start
+ * earlier than `armed` arms nothing, and the wakeup arms for it. */
+Test(driver, a_start_after_a_fence_arms_nothing) {
+  tw_timer_init(&c);
+  ran_len = 0;
+  start_recorded(&a, 1500);
+  size_t before = arms_len;
+  tw_driver_fence(&driver);
+  start_recorded(&c, 1400);
+  cr_assert_eq(arms_len, before, "the queued wakeup was re-armed");
+  cr_assert_eq(driver.armed, 1500);
+  cr_assert_eq(tw_driver_expired(&driver, 1600), 0, "c is first: fenced");
+  cr_assert_eq(driver.armed, 1400);
+  cr_assert_eq(tw_driver_expired(&driver, 1600), 2);
+  cr_assert_eq(ran_order[0], 'c');
+  cr_assert_eq(ran_order[1], 'a');
+  cr_assert_eq(driver.stats.maintenance, 1, "a fenced wakeup that ran nothing");
+}
+
+/* Start sequences wrap at 2^47 (tw__order keeps 47 bits of them): the
+ * fence compares them as the firing order does, modulo 2^47. */
+Test(driver, a_fence_holds_across_the_sequence_wrap) {
+  for (uint64_t below = 0; below < 2; below++) {
+    tw_timer_init(&a);
+    tw_timer_init(&c);
+    tw_timer_init(&e);
+    ran_len = 0;
+    tw__head(wheel)->next_seq = ((uint64_t)1 << 47) - 1 - below;
+    start_recorded(&a, 1500); /* sequence 2^47 - 1 - below */
+    tw_driver_fence(&driver);
+    start_recorded(&c, 1500); /* the fence's: 0 once wrapped if below 0 */
+    start_recorded(&e, 1500); /* 0 once wrapped if below 1 */
+    cr_assert_eq(tw_driver_expired(&driver, 1600), 1, "below %llu",
+                 (unsigned long long)below);
+    cr_assert_eq(ran_order[0], 'a');
+    cr_assert_eq(tw_driver_expired(&driver, 1600), 2);
+    cr_assert_eq(ran_order[1], 'c');
+    cr_assert_eq(ran_order[2], 'e');
+  }
+}
+
+/* A re-arm cancels the queued wakeup (libevent: re-adding the event), and
+ * the fence with it: the next wakeup runs every timer due. */
+Test(driver, a_rearm_ends_a_fence) {
+  tw_timer_init(&c);
+  ran_len = 0;
+  start_recorded(&a, 1500);
+  tw_driver_fence(&driver);
+  start_recorded(&c, 1400);
+  cr_assert_eq(tw_driver_rearm(&driver, 1400), 0);
+  cr_assert_eq(driver.armed, 1400);
+  cr_assert_eq(tw_driver_expired(&driver, 1600), 2);
 }

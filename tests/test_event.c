@@ -839,7 +839,7 @@ Test(event, zero_timeout_added_outside_the_wheel_waits_for_next_iteration) {
 enum { RING = 8 };
 static struct probe ring[RING], *waiting;
 static int ring_added[RING]; /* the iteration of each probe's latest add */
-static int ring_calls, adds;
+static int ring_calls, adds, waiting_added;
 static struct event *readable;
 
 static void deferred_ran(struct probe *p) {
@@ -853,7 +853,12 @@ static void defer_each_iteration(evutil_socket_t fd, short what, void *arg) {
   (void)what;
   (void)arg;
   iteration++;
-  if (waiting->calls > 0 || mono_ns() > waiting->due + 400 * MS) {
+  if (adds == RING + 1 && !waiting_added) {
+    probe_add(waiting, 5000); /* once the adds have gone round the ring */
+    waiting_added = 1;
+  }
+  if (waiting_added &&
+      (waiting->calls > 0 || mono_ns() > waiting->due + 400 * MS)) {
     event_del(readable); /* the pending timers run, and dispatch returns */
     return;
   }
@@ -874,20 +879,71 @@ Test(event, zero_timeouts_added_at_every_iteration_hold_no_timer_back) {
     probe_init(&ring[i], 100 + i, 0);
     ring[i].then = deferred_ran;
   }
-  ring_calls = adds = 0;
+  ring_calls = adds = waiting_added = 0;
   iteration = 0;
   probe_init(&y, 1, 0);
   waiting = &y;
-  probe_add(&y, 5000);
   cr_assert_eq(event_base_dispatch(base), 1);
   cr_assert_eq(y.calls, 1);
   cr_assert_lt(y.at[0] - y.due, LATE_OK, "held back %lld ms by the adds",
                (long long)((y.at[0] - y.due) / MS));
-  cr_assert_gt(adds, RING, "the socket ran its callback at every iteration");
   cr_assert_eq(ring_calls, adds, "a deferred timer was lost");
   event_free(readable);
   evutil_closesocket(fds[0]);
   evutil_closesocket(fds[1]);
+}
+
+/* Added outside the loop, with the adapter's event not activated, a zero
+ * timeout runs in the first iteration. */
+Test(event, zero_timeout_added_before_the_loop_runs_in_its_first_iteration) {
+  struct probe z;
+  probe_init(&z, 1, 0);
+  probe_add(&z, 0);
+  cr_assert_geq(event_base_loop(base, EVLOOP_ONCE), 0);
+  cr_assert_eq(z.calls, 1);
+}
+
+/* After event_base_loopbreak the adapter's activated event waits for the
+ * next dispatch; a zero timeout added meanwhile runs in that dispatch's
+ * first iteration, with the timers due before it, as libevent's own does. */
+static void plain_timer_breaks_the_loop(evutil_socket_t fd, short what,
+                                        void *arg) {
+  (void)fd;
+  (void)what;
+  (void)arg;
+  event_base_loopbreak(base);
+}
+
+static int plain_zero_calls;
+static void count_plain_zero(evutil_socket_t fd, short what, void *arg) {
+  (void)fd;
+  (void)what;
+  (void)arg;
+  plain_zero_calls++;
+}
+
+Test(event, zero_timeout_added_after_a_loopbreak_runs_in_the_next_dispatch) {
+  struct probe t, z;
+  struct timeval four = {0, 4000}, zero = {0, 0};
+  struct event *breaker = evtimer_new(base, plain_timer_breaks_the_loop, NULL);
+  struct event *plain = evtimer_new(base, count_plain_zero, NULL);
+  probe_init(&t, 1, 0);
+  probe_init(&z, 2, 0);
+  plain_zero_calls = 0;
+  evtimer_add(breaker, &four); /* runs first, before the adapter's event */
+  probe_add(&t, 5000);
+  sleep_ns(20 * MS); /* both due: activated in the same iteration */
+  cr_assert_geq(event_base_loop(base, EVLOOP_ONCE), 0);
+  cr_assert(event_base_got_break(base));
+  cr_assert_eq(t.calls, 0, "the break came first");
+  probe_add(&z, 0);
+  evtimer_add(plain, &zero);
+  cr_assert_geq(event_base_loop(base, EVLOOP_ONCE), 0);
+  cr_assert_eq(plain_zero_calls, 1);
+  cr_assert_eq(t.calls, 1);
+  cr_assert_eq(z.calls, 1, "libevent's own ran, the adapter's did not");
+  event_free(breaker);
+  event_free(plain);
 }
 
 /* --- free from inside callbacks (libevent's test_event_free_*) ----------- */
@@ -1109,6 +1165,43 @@ Test(event, counters_count_wakeups_empty_wakeups_and_fired) {
   cr_assert_geq(s.wakeups, s.empty_wakeups + 1);
   cr_assert_leq(s.wakeups - s.empty_wakeups, 2);
   cr_assert_geq(s.rearms, 2);
+}
+
+/* A plain libevent callback that spins 30 ms and then adds a 20 ms timer:
+ * libevent counts an add from inside a callback from the time it cached
+ * when the iteration began, 30 ms old, so the adapter brings that cache up
+ * to date first; else the loop would wake 10 ms before the timer is due,
+ * for nothing. */
+static void noop_cb(evutil_socket_t fd, short what, void *arg);
+static struct probe *slow_added;
+static struct event *after_slow;
+static void spin_then_add(evutil_socket_t fd, short what, void *arg) {
+  struct timeval zero = {0, 0};
+  (void)fd;
+  (void)what;
+  (void)arg;
+  spin_ns(30 * MS);
+  probe_add(slow_added, 20000);
+  evtimer_add(after_slow, &zero); /* one more iteration, at once */
+}
+
+Test(event, an_add_from_a_slow_callback_wakes_the_loop_once_when_due) {
+  struct probe p;
+  struct timeval zero = {0, 0};
+  struct event *slow = evtimer_new(base, spin_then_add, NULL);
+  after_slow = evtimer_new(base, noop_cb, NULL);
+  probe_init(&p, 1, 0);
+  slow_added = &p;
+  evtimer_add(slow, &zero);
+  cr_assert_eq(event_base_dispatch(base), 1);
+  cr_assert_eq(p.calls, 1);
+  tw_stats s = stats();
+  cr_assert_eq(s.empty_wakeups + s.maintenance, 0,
+               "woke %llu times for nothing",
+               (unsigned long long)(s.empty_wakeups + s.maintenance));
+  cr_assert_eq(s.wakeups, 1);
+  event_free(slow);
+  event_free(after_slow);
 }
 
 /* --- arguments ------------------------------------------------------------ */

@@ -151,7 +151,9 @@ int tw_ev_stats(const tw_ev *d, tw_stats *out) {
  * CLOCK_MONOTONIC_COARSE by default, which lags the precise one by up to a
  * tick: measuring the wait from that clock keeps it from waking before the
  * deadline (a base with EVENT_BASE_FLAG_PRECISE_TIMER wakes up to a tick
- * later instead). A time already reached waits 0.
+ * later instead). Inside a callback libevent counts from the time it cached
+ * when the iteration began, so that cache is brought up to date first. A
+ * time already reached waits 0.
  */
 static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
   tw_ev *d = adapter_of(driver);
@@ -168,13 +170,16 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
   wait = (wait + NS_PER_US - 1) / NS_PER_US; /* us, rounded up */
   tv.tv_sec = (time_t)(wait / US_PER_S);
   tv.tv_usec = (suseconds_t)(wait % US_PER_S);
+  event_base_update_cache_time(d->base);
   return event_add(d->ev, &tv) == 0 ? 0 : -1;
 }
 
 /*
  * Whether libevent has activated the adapter's event and not yet run it:
- * its callback then runs later in this loop iteration. libevent has no
- * function that tells (event_pending says EV_TIMEOUT both before and after
+ * its callback then runs later in this loop iteration (or in a later one,
+ * after event_base_loopbreak, or behind events of a higher priority, a
+ * dispatch limit or event_base_loopcontinue). libevent has no function that
+ * tells (event_pending says EV_TIMEOUT both before and after
  * the activation), so this reads the event's flags, in the layout that
  * event2/event_struct.h gives for libevent 2.1 (fixed by its ABI,
  * libevent-2.1.so.7; the header warns that the layout may change with a
@@ -259,6 +264,7 @@ void tw_ev_timer_free(tw_ev_timer *t) {
 int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
   tw_ev *d;
   uint64_t now, span, expiry, deadline, period;
+  int broken;
 
   if (!t || !(d = t->tw__timer.data) || d->driver.closed)
     return -1;
@@ -276,15 +282,20 @@ int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
    * must not run in its wakeup (a zero timeout runs at the next iteration,
    * never in this one). Re-adding the event would cancel that activation,
    * and a program adding such timers at every iteration would hold back
-   * every timer due for ever: the fence keeps this one out instead.
+   * every timer due for ever: the fence keeps this one out instead. After
+   * event_base_loopbreak the activation waits for the next dispatch, where
+   * libevent's own timers added now run too: re-adding the event puts this
+   * one in the same wakeup.
    */
-  if (wakeup_queued(d))
+  broken = wakeup_queued(d) && event_base_got_break(d->base);
+  if (wakeup_queued(d) && !broken)
     tw_driver_fence(&d->driver);
   if (tw_timer_start_at(d->driver.wheel, &t->tw__timer, on_timer, deadline,
                         period) != 0)
     return -1;
   t->tw__expiry = expiry;
-  if (tw_driver_started(&d->driver, deadline) != 0) {
+  if ((broken ? tw_driver_rearm(&d->driver, deadline)
+              : tw_driver_started(&d->driver, deadline)) != 0) {
     tw_timer_stop(d->driver.wheel, &t->tw__timer);
     tw_driver_stopped(&d->driver);
     return -1;

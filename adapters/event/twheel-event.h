@@ -73,8 +73,10 @@
  *  - event_base_loop(base, EVLOOP_ONCE) may return after a wakeup of the
  *    adapter's event that ran no timer: a later re-add or a delete leaves
  *    the event armed for the old time (see tw_ev_timer_add's cost and
- *    tw_ev_timer_del). Loop with EVLOOP_ONCE until what you wait for ran
- *    (libevent's own timers would block until one of them ran);
+ *    tw_ev_timer_del), and a wakeup whose first due timer was added after
+ *    the event was activated leaves it to the next (see tw_ev_timer_add).
+ *    Loop with EVLOOP_ONCE until what you wait for ran (libevent's own
+ *    timers would block until one of them ran);
  *  - tw_ev_timer_pending returns EV_TIMEOUT or 0, and 0 for NULL;
  *  - no evthread locking: one thread (see Threads).
  *
@@ -184,14 +186,18 @@ TW_EXTERN void tw_ev_timer_free(tw_ev_timer *t);
  * (earlier or later) and a call that was due but not yet run is cancelled.
  *  - tv <= 0 (negative seconds or microseconds included): due at once;
  *    runs at the next loop iteration, never in the one running the add.
- *    Added from another callback while the adapter's event is activated in
- *    this iteration (to run after that callback), it is kept out of that
- *    wakeup (tw_driver_fence, twheel.h), which still runs the timers due
- *    before it; so is any timer added then. The event is not re-added,
- *    which would cancel its activation: a program adding such timers at
- *    every iteration would then hold back every timer for ever. Reading
- *    whether the event is activated takes its flags, in the layout of
- *    event2/event_struct.h (libevent 2.1's ABI, libevent-2.1.so.7).
+ *    While the adapter's event is activated (queued to run after other
+ *    callbacks of this iteration), an add keeps its timer out of that
+ *    wakeup (tw_driver_fence, twheel.h) rather than re-add the event, which
+ *    would cancel the activation: a program adding such timers at every
+ *    iteration would then hold back every timer for ever. Should the
+ *    activation itself wait for a later iteration (events of a higher
+ *    priority ran first, event_base_loopcontinue, a dispatch limit), the
+ *    timer runs one iteration after it; after event_base_loopbreak the add
+ *    re-adds the event, so the timer runs in the next dispatch's first
+ *    iteration. Whether the event is activated is read from its flags, in
+ *    the layout of event2/event_struct.h (libevent 2.1's ABI,
+ *    libevent-2.1.so.7).
  *  - A sub-millisecond remainder is rounded up; huge values saturate.
  *  - A common-timeout token from event_base_init_common_timeout() (of any
  *    base) is taken as the duration it stands for.
