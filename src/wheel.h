@@ -132,16 +132,16 @@ struct tw_wheel {
    * kept by tw__set_pos) and slots. */
   struct tw__wheel_head head;
   /* The rest is the library's own. */
-  uint64_t moves;    /* timers moved between slots (tw_moves) */
-  int advancing;     /* inside tw_advance: callbacks may be running */
-  int free_pending;  /* tw_wheel_free was called from a callback */
-  int break_pending; /* tw_break was called from a callback */
-  int due_unsorted;  /* a start appended a timer due before the last one */
-  int unfinished;    /* the last advance used up its work budget */
-  int fenced;        /* tw_driver_fence was called: the next advance stops
-                        before the first timer started since, one whose
-                        tw__order is at or after `fence` (tw__fenced) */
-  uint64_t fence;
+  uint64_t moves;       /* timers moved between slots (tw_moves) */
+  int advancing;        /* inside tw_advance: callbacks may be running */
+  int free_pending;     /* tw_wheel_free was called from a callback */
+  int break_pending;    /* tw_break was called from a callback */
+  int due_unsorted;     /* a start appended a timer due before the last one */
+  int unfinished;       /* the last advance used up its work budget */
+  int fenced;           /* tw_driver_fence was called: the next advance stops
+                           before the first timer started since, one whose
+                           tw__order is at or after `fence` (tw__after_fence) */
+  uint64_t fence;       /* an advance without a fence sets it to its start */
   size_t collecting;    /* the level-0 slot at pos a budget stopped walking */
   int collect_in_order; /* ... and the firing list it fills is sorted */
   /* A bitmap over the slots, bit `index` for slot `index` (word index / 64,
@@ -204,10 +204,10 @@ static inline int tw__fires_before(const tw_timer *a, const tw_timer *b) {
           (int64_t)(a->tw__order - b->tw__order) < 0);
 }
 
-/* `t` was started after the fence of w (tw_driver_fence), its sequence
- * compared modulo 2^47 as tw__fires_before does. */
-static inline int tw__fenced(const tw_wheel *w, const tw_timer *t) {
-  return w->fenced && (int64_t)(t->tw__order - w->fence) >= 0;
+/* `t` was started at or after the fence `fence` (a tw__order's sequence
+ * bits), compared modulo 2^47 as tw__fires_before does. */
+static inline int tw__after_fence(uint64_t fence, const tw_timer *t) {
+  return (int64_t)(t->tw__order - fence) >= 0;
 }
 
 static inline uint64_t tw__saturating_add(uint64_t base, uint64_t delta) {
