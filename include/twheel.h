@@ -197,8 +197,8 @@ TW_EXTERN uint64_t tw_timer_deadline(const tw_timer *t);
  * When the caller must call tw_advance() next: the earliest deadline of any
  * active timer, TW_NEVER when none is active (or for NULL). When
  * tw_advance() stopped at max_fire (or at a fence) with timers left to
- * run, the result is <= tw_now(w); after a work budget (tw_advance_slice), ask
- * tw_next_wakeup() when to come back.
+ * run, the result is <= tw_now(w); after a work budget (tw_advance_slice),
+ * ask tw_next_wakeup() when to come back.
  * It is never later than the earliest deadline, and exact except in two
  * cases, where it is a time at which nothing fires (a "wasted wakeup"):
  *  - the timer with the earliest deadline was stopped or moved later after
@@ -356,9 +356,9 @@ TW__INLINE_API void tw_driver_stopped(tw_driver *d);
  * event_add on an activated event), that wakeup's due timers wait for the
  * next one: a program that does it at every loop iteration holds them back
  * for ever. tw_driver_fence keeps a start out of a queued wakeup without
- * cancelling it; a re-arm ends a fence. With nothing armed while timers wait
- * (after a refused arm), arms for min(at, tw_next_wakeup). Returns what `arm`
- * returned; -EINVAL for NULL. */
+ * cancelling it; a re-arm ends a fence. With nothing armed while timers
+ * wait (after a refused arm), arms for min(at, tw_next_wakeup). Returns
+ * what `arm` returned; -EINVAL for NULL. */
 TW_EXTERN int tw_driver_rearm(tw_driver *d, uint64_t at);
 
 /*

@@ -179,8 +179,8 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
  * its callback then runs later in this loop iteration (or in a later one,
  * after event_base_loopbreak, or behind events of a higher priority, a
  * dispatch limit or event_base_loopcontinue). libevent has no function that
- * tells (event_pending says EV_TIMEOUT both before and after
- * the activation), so this reads the event's flags, in the layout that
+ * tells (event_pending says EV_TIMEOUT both before and after the
+ * activation), so this reads the event's flags, in the layout that
  * event2/event_struct.h gives for libevent 2.1 (fixed by its ABI,
  * libevent-2.1.so.7; the header warns that the layout may change with a
  * later ABI).

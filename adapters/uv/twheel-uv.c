@@ -202,9 +202,10 @@ static void fire(tw_timer *t) {
   if (!tw__is_active(t))
     tw__uv_deactivated(&d->head, h); /* a one-shot is inactive from here on */
   else if (uv_now(d->head.loop) > tw_now(d->head.driver.wheel))
-    tw_timer_start_at(d->head.driver.wheel, t, fire,
-                      tw__uv_deadline_after(d->head.loop, t->tw__repeat),
-                      t->tw__repeat);
+    tw_timer_start_at(
+        d->head.driver.wheel, t, fire,
+        tw__uv_deadline_after(d->head.loop, tw_timer_get_repeat(t)),
+        tw_timer_get_repeat(t));
   h->tw__cb(h); /* h may be freed from here on */
 }
 

@@ -9,15 +9,14 @@
  * function concerned.
  *
  * How the adapter drives the loop:
- *  - one uv_timer_t, one uv_prepare_t, one uv_idle_t and (libuv < 1.45)
- *    one uv_check_t per tw_uv, whatever the number of timers. The timer is
- * armed for the wheel's next expiry and re-armed only when that becomes
- * earlier: moving a deadline later (the idle-timeout reset) or stopping a timer
- *    never touches it, and at worst costs one wakeup that fires nothing,
- *    after which it is re-armed. It is stopped when no timer is active. When
- *    it fires the wheel advances to uv_now(loop) and runs every due callback
- *    in deadline order, equal deadlines in the order of their latest start,
- *    as libuv does.
+ *  - one uv_timer_t, one uv_prepare_t, one uv_idle_t and (libuv < 1.45) one
+ *    uv_check_t per tw_uv, whatever the number of timers. The timer is armed
+ *    for the wheel's next expiry and re-armed only when that becomes earlier:
+ *    moving a deadline later (the idle-timeout reset) or stopping a timer never
+ *    touches it, and at worst costs one wakeup that fires nothing, after which
+ *    it is re-armed. It is stopped when no timer is active. When it fires the
+ *    wheel advances to uv_now(loop) and runs every due callback in deadline
+ *    order, equal deadlines in the order of their latest start, as libuv does.
  *  - loop liveness as in Node.js: the shared handles are referenced only
  *    while at least one referenced timer is active, so uv_run() returns when
  *    only unreferenced timers remain.
@@ -115,10 +114,10 @@ struct tw_uv_timer_s {
  * uv_now(loop), one uv_timer_t, one uv_prepare_t, one uv_idle_t (active
  * while a wakeup waits for the prepare phase, so that uv_backend_timeout()
  * is 0 meanwhile) and one uv_check_t (used on libuv < 1.45 only), all
- * initialised in the loop and unreferenced until
- * a referenced timer is started. Their `data` field points at the adapter;
- * do not uv_close() them yourself (close the adapter before a uv_walk() that
- * closes every handle, or skip handles for which uv_is_closing() is true).
+ * initialised in the loop and unreferenced until a referenced timer is
+ * started. Their `data` field points at the adapter; do not uv_close() them
+ * yourself (close the adapter before a uv_walk() that closes every handle,
+ * or skip handles for which uv_is_closing() is true).
  * Returns 0 and stores the adapter in *out, UV_EINVAL for a NULL argument,
  * UV_ENOMEM when out of memory (*out untouched on error).
  */
@@ -224,8 +223,8 @@ TW_EXTERN uint64_t tw_uv_timer_get_repeat(const tw_uv_timer_t *handle);
  * timer. Inside its own callback a repeating timer reports `repeat` (it is
  * already re-armed, as libuv does, from uv_now() at its turn, which an
  * earlier callback may have moved on with uv_update_time()) and a one-shot
- * 0. For an inactive timer it returns 0
- * (libuv keeps reporting the deadline of a stopped timer). 0 for NULL.
+ * 0. For an inactive timer it returns 0 (libuv keeps reporting the deadline
+ * of a stopped timer). 0 for NULL.
  */
 TW_EXTERN uint64_t tw_uv_timer_get_due_in(const tw_uv_timer_t *handle);
 
