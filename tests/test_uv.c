@@ -1000,6 +1000,7 @@ Test(uv, backend_timeout_follows_the_earliest_timer) {
 Test(uv, backend_timeout_is_zero_while_a_timer_waits_for_the_next_run) {
   static struct probe p[2];
   probes_init(p, 2);
+  uv_update_time(&loop); /* p[1] is due 20 ms from now, not from setup */
   start(&p[0], 0, 0);
   start(&p[1], 20, 0); /* due during the poll */
   cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 1);
@@ -1012,6 +1013,9 @@ Test(uv, backend_timeout_is_zero_while_a_timer_waits_for_the_next_run) {
   }
   cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
   cr_assert_eq(p[1].calls, 1);
+  start(&p[0], 1000, 0); /* nothing waits now: the loop may block again */
+  cr_assert_gt(uv_backend_timeout(&loop), 100);
+  cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0);
 }
 
 /* ==== what the adapter adds ==== */

@@ -88,10 +88,12 @@ static void on_idle(uv_idle_t *idle) {
 }
 
 /* The prepare handle runs while something waits for it, a wakeup that is
- * due. The idle handle is active meanwhile: uv_backend_timeout() counts no
- * prepare handle, and would say -1 (block) to a program that polls
- * uv_backend_fd() itself; an active idle handle makes it 0, and the poll of
- * uv_run() does not wait either, as it would not for a due timer. */
+ * due. The idle handle is active meanwhile, for a program that polls
+ * uv_backend_fd() itself between uv_run() calls: uv_backend_timeout()
+ * counts no prepare handle, and would answer the next uv_timer_t's time,
+ * or -1 (block) without one; an active idle handle makes it 0. (Inside
+ * uv_run() the prepare phase runs the wakeup before the poll's timeout is
+ * computed.) */
 static void sync_prepare(tw_uv *d) {
   if (d->deferred || d->run_at_prepare) {
     uv_prepare_start(&d->prepare, on_prepare);
@@ -195,13 +197,15 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
  * through tw_uv_wheel, would call a NULL one: do not). The wheel has
  * re-armed a repeating timer from the wakeup's time; libuv re-arms from
  * uv_now() at the timer's turn, which an earlier callback may have moved on
- * with uv_update_time(): then so does this, a later deadline, a store. */
+ * with uv_update_time(): then so does this, a later deadline, a store. (A
+ * fixed-rate timer, which no tw_uv call makes, keeps the wheel's rule.) */
 static void fire(tw_timer *t) {
   tw_uv_timer_t *h = handle_of(t);
   tw_uv *d = t->data;
   if (!tw__is_active(t))
     tw__uv_deactivated(&d->head, h); /* a one-shot is inactive from here on */
-  else if (uv_now(d->head.loop) > tw_now(d->head.driver.wheel))
+  else if (uv_now(d->head.loop) > tw_now(d->head.driver.wheel) &&
+           !tw__is_fixed_rate(t))
     tw_timer_start_at(
         d->head.driver.wheel, t, fire,
         tw__uv_deadline_after(d->head.loop, tw_timer_get_repeat(t)),
