@@ -394,7 +394,7 @@ static uint64_t next_period(const tw_wheel *w, const tw_timer *t) {
 static size_t run_callbacks(tw_wheel *w, size_t max_fire, size_t *work) {
   size_t ran = 0;
   if (!w->fenced)
-    w->fence = w->head.next_seq << TW__SEQ_SHIFT;
+    w->fence = tw__next_start_fence(w);
   while (!w->free_pending) {
     if (tw__list_empty(&w->firing)) {
       if (!step(w, work))

@@ -110,7 +110,7 @@ int tw_driver_rearm(tw_driver *d, uint64_t at) {
 void tw_driver_fence(tw_driver *d) {
   if (d && !d->closed && !d->wheel->fenced) {
     d->wheel->fenced = 1;
-    d->wheel->fence = d->wheel->head.next_seq << TW__SEQ_SHIFT;
+    d->wheel->fence = tw__next_start_fence(d->wheel);
   }
 }
 

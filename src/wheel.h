@@ -204,8 +204,14 @@ static inline int tw__fires_before(const tw_timer *a, const tw_timer *b) {
           (int64_t)(a->tw__order - b->tw__order) < 0);
 }
 
-/* `t` was started at or after the fence `fence` (a tw__order's sequence
- * bits), compared modulo 2^47 as tw__fires_before does. */
+/* The fence before the next start: the tw__order sequence bits it will
+ * take. */
+static inline uint64_t tw__next_start_fence(const tw_wheel *w) {
+  return w->head.next_seq << TW__SEQ_SHIFT;
+}
+
+/* `t` was started at or after the fence `fence` (tw__next_start_fence),
+ * compared modulo 2^47 as tw__fires_before does. */
 static inline int tw__after_fence(uint64_t fence, const tw_timer *t) {
   return (int64_t)(t->tw__order - fence) >= 0;
 }

@@ -264,7 +264,7 @@ void tw_ev_timer_free(tw_ev_timer *t) {
 int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
   tw_ev *d;
   uint64_t now, span, expiry, deadline, period;
-  int broken;
+  int queued, after_break;
 
   if (!t || !(d = t->tw__timer.data) || d->driver.closed)
     return -1;
@@ -287,15 +287,16 @@ int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
    * libevent's own timers added now run too: re-adding the event puts this
    * one in the same wakeup.
    */
-  broken = wakeup_queued(d) && event_base_got_break(d->base);
-  if (wakeup_queued(d) && !broken)
+  queued = wakeup_queued(d);
+  after_break = queued && event_base_got_break(d->base);
+  if (queued && !after_break)
     tw_driver_fence(&d->driver);
   if (tw_timer_start_at(d->driver.wheel, &t->tw__timer, on_timer, deadline,
                         period) != 0)
     return -1;
   t->tw__expiry = expiry;
-  if ((broken ? tw_driver_rearm(&d->driver, deadline)
-              : tw_driver_started(&d->driver, deadline)) != 0) {
+  if ((after_break ? tw_driver_rearm(&d->driver, deadline)
+                   : tw_driver_started(&d->driver, deadline)) != 0) {
     tw_timer_stop(d->driver.wheel, &t->tw__timer);
     tw_driver_stopped(&d->driver);
     return -1;

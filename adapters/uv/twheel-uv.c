@@ -204,7 +204,7 @@ static void fire(tw_timer *t) {
   tw_uv *d = t->data;
   if (!tw__is_active(t))
     tw__uv_deactivated(&d->head, h); /* a one-shot is inactive from here on */
-  else if (uv_now(d->head.loop) > tw_now(d->head.driver.wheel) &&
+  else if (uv_now(d->head.loop) > tw__head(d->head.driver.wheel)->now &&
            !tw__is_fixed_rate(t))
     tw_timer_start_at(
         d->head.driver.wheel, t, fire,
