@@ -7,15 +7,28 @@
 
 #include <stddef.h>
 
+/*
+ * The timers of `from` that fire before the last of `into` are inserted
+ * walking forward from its head, the rest go after it: the walk passes
+ * only timers of `into` that fire before the last one inserted. `into` is
+ * the firing list, whose head is where a start with a past deadline
+ * belongs (behind the timers a budget left, all due by pos) and whose tail
+ * is where one made from a callback for now belongs; a walk back from the
+ * tail passed every timer a budget left, each advance (a backlog of a
+ * million timers worked off 64 at a time with such a start before each
+ * advance took 12 s, not 0.02).
+ */
 void tw__merge_sorted(tw_link *into, tw_link *from) {
-  tw_link *after = into->prev; /* the largest first: `after` only goes back */
-  while (!tw__list_empty(from)) {
-    tw_timer *t = tw__list_last(from);
-    while (after != into && tw__fires_before(t, TW_TIMER_OF(after)))
-      after = after->prev;
+  tw_link *at = into->next; /* the first timer not known to fire before */
+  while (!tw__list_empty(from) && !tw__list_empty(into) &&
+         tw__fires_before(tw__list_first(from), tw__list_last(into))) {
+    tw_timer *t = tw__list_first(from);
+    while (!tw__fires_before(t, TW_TIMER_OF(at)))
+      at = at->next; /* stops at the last one at the latest */
     tw__list_unlink(&t->tw__link);
-    tw__list_insert_before(after->next, &t->tw__link);
+    tw__list_insert_before(at, &t->tw__link);
   }
+  tw__list_splice(into, from);
 }
 
 /* Merges two NULL-terminated sorted chains linked by `next`. */
