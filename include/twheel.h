@@ -231,11 +231,14 @@ TW_EXTERN uint64_t tw_next_expiry(tw_wheel *w);
 TW_EXTERN size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire);
 
 /*
- * From inside a callback: the advance running now returns as soon as that
- * callback returns (libevent's event_base_loopbreak). Timers due and not
- * run yet stay due, in order, and run first at the next advance; until
- * then tw_next_expiry() is <= tw_now(w). Outside an advance, or for NULL,
- * nothing happens.
+ * From inside a callback: the advance running now runs no other callback
+ * and returns once that callback returns (libevent's
+ * event_base_loopbreak), having moved the timers it owed the pace
+ * (tw_next_wakeup: a few, for a loop that advances every tick), so that a
+ * loop that breaks at every advance still moves them a few at a time.
+ * Timers due and not run yet stay due, in order, and run first at the next
+ * advance; until then tw_next_expiry() is <= tw_now(w). Outside an
+ * advance, or for NULL, nothing happens.
  */
 TW_EXTERN void tw_break(tw_wheel *w);
 

@@ -438,13 +438,11 @@ static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire, size_t work) {
     return ran;
   }
   w->fenced = 0; /* a fence holds for one advance */
-  /* A break wants control back at once: no paced work after it. Either
-   * way, what the budget left says whether this advance used it all up
-   * (tw__next_times). */
-  if (w->break_pending)
-    w->break_pending = 0;
-  else if (w->head.pos == w->head.now && work > 0 &&
-           w->head.now >= w->pace_next)
+  /* The pace is paid after a break too: a loop that broke at every advance
+   * would otherwise owe a whole source at its deadline (pace.c). What the
+   * budget left says whether this advance used it all up (tw__next_times). */
+  w->break_pending = 0;
+  if (w->head.pos == w->head.now && work > 0 && w->head.now >= w->pace_next)
     work -= tw__pace(w, work);
   w->unfinished = work == 0;
   return ran;

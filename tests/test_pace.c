@@ -192,6 +192,46 @@ Test(pace, a_sliced_advance_bounds_its_work_and_fires_in_order, .timeout = 60) {
   cr_assert_geq(slices, N / 1000, "%zu slices for %d timers", slices, N);
 }
 
+/* A timer that breaks every advance it runs in (libevent's loopbreak). */
+static void on_break(tw_timer *t) {
+  (void)t;
+  tw_break(wheel);
+}
+
+/*
+ * A loop that advances every tick, in each of which a callback calls
+ * tw_break(), pays the pace all the same: N timers due within one level-2
+ * block move down a few at a time, none moved in a whole slot at once, and
+ * each fires at its deadline. (When a break skipped the pace, the advance
+ * at 2^17 moved all N.)
+ */
+Test(pace, a_break_at_every_advance_leaves_the_pace_on_time, .timeout = 60) {
+  const uint64_t first = (uint64_t)1 << 17, spread = (uint64_t)1 << 16;
+  static tw_timer breaker; /* the wheel outlives a failed assertion */
+  uint64_t max_moves = 0;
+
+  wheel = tw_wheel_new(0);
+  cr_assert_not_null(wheel);
+  for (size_t i = 0; i < N; i++)
+    start_at(&conns[i], first + below(spread));
+  tw_timer_init(&breaker);
+  cr_assert_eq(tw_timer_start(wheel, &breaker, on_break, 1, 1), 0);
+  for (uint64_t now = 1; now <= first + spread; now++) {
+    uint64_t moves = tw_moves(wheel);
+    last_deadline = 0;
+    tw_advance(wheel, now, TW_ALL);
+    moves = tw_moves(wheel) - moves;
+    if (moves > max_moves)
+      max_moves = moves;
+  }
+  cr_assert_eq(fired, N);
+  cr_assert_eq(early + late, 0);
+  cr_assert_eq(order_errors, 0);
+  cr_assert_leq(max_moves, N / 1000, "an advance moved %llu timers",
+                (unsigned long long)max_moves);
+  cr_assert_eq(tw_timer_stop(wheel, &breaker), 0);
+}
+
 /* A loop that sleeps until tw_next_wakeup() and advances with no budget,
  * from `now` until the wheel is empty: every timer fires at its deadline,
  * no advance moves more than 4096 timers, and the advances that run no
