@@ -203,14 +203,17 @@ TW_EXTERN uint64_t tw_timer_deadline(const tw_timer *t);
  * cases, where it is a time at which nothing fires (a "wasted wakeup"):
  *  - the timer with the earliest deadline was stopped or moved later after
  *    this call: the next call after the wasted advance is right again;
- *  - it was stopped or moved later before this call, and the part of the
- *    wheel it sat in holds more than 64 timers: the answer is then the
- *    former deadline, and the advance at that time moves those timers on
- *    (work it would do a moment later anyway) instead of this call visiting
- *    them all. With a million timers this keeps the answer O(1).
+ *  - it was stopped or moved later before this call, and making the
+ *    answer exact would re-file more than 64 timers in this call (the part
+ *    of the wheel it sat in holds more than 64, or, with more than 64
+ *    timers active, such parts come one after another): the answer is then
+ *    the former deadline, and the advance at that time moves those timers
+ *    on (work it would do a moment later anyway) instead of this call
+ *    visiting them all. With a million timers this keeps the answer O(1).
  * In the randomized differential test fewer than 0.01% of answers are early.
- * It may re-file a few timers whose deadlines were moved later (hence the
- * non-const wheel); that work is paid for by those moves.
+ * It re-files at most 64 timers whose deadlines were moved later (hence the
+ * non-const wheel), or, with no more than 64 active, as many as make the
+ * answer exact; that work is paid for by those moves.
  */
 TW_EXTERN uint64_t tw_next_expiry(tw_wheel *w);
 

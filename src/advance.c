@@ -82,9 +82,15 @@ static uint64_t min_u64(uint64_t a, uint64_t b) {
  * The earliest deadline in the slots: the smallest first-slot minimum of
  * any level (a level's first slot holds its earliest deadlines, and every
  * slot of a level starts after the lower levels' blocks). A dirty winner is
- * made exact by re-filing it when that is cheap (wheel.h).
+ * made exact by re-filing it when that is cheap (wheel.h): while the
+ * call's re-filings stay within TW_RESCAN_LIMIT timers in all, or however
+ * many it takes when no more than that are active (the answer is then
+ * always exact, and each timer is re-filed at most once per level). One
+ * slot at a time, without the cap, a call re-filed every dirty slot that
+ * idle resets had left in a row (32,000 timers for 500 such slots).
  */
 static uint64_t earliest_in_slots(tw_wheel *w) {
+  size_t refile_left = TW_RESCAN_LIMIT;
   for (;;) {
     uint64_t best = TW_NEVER;
     size_t best_index = TW_SLOT_COUNT;
@@ -100,9 +106,12 @@ static uint64_t earliest_in_slots(tw_wheel *w) {
         best_index = index;
       }
     }
-    if (best_index == TW_SLOT_COUNT || !tw__is_dirty(w, best_index) ||
-        w->head.slots[best_index].count > TW_RESCAN_LIMIT)
+    if (best_index == TW_SLOT_COUNT || !tw__is_dirty(w, best_index))
       return best;
+    size_t count = w->head.slots[best_index].count;
+    if (count > refile_left && w->head.count > TW_RESCAN_LIMIT)
+      return best;
+    refile_left = count < refile_left ? refile_left - count : 0;
     tw__rescan(w, best_index);
   }
 }

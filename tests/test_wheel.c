@@ -516,6 +516,40 @@ Test(wheel, rule8_next_expiry_follows_a_timer_moved_later) {
 }
 
 /*
+ * Rule 8's bound: one tw_next_expiry re-files at most 64 timers. 64
+ * timers due at each of ticks 1-60, all reset far later, leave 60 dirty
+ * slots in a row, each worth re-filing alone; the answer is a bound then
+ * (a wasted wakeup), never later than the earliest deadline, and the
+ * advances that follow move the timers on and fire none of them early.
+ * Without the cap one call re-filed all 3,840.
+ */
+Test(wheel, rule8_one_next_expiry_refiles_at_most_64_timers) {
+  enum { TICKS = 60, PER_TICK = 64 }; /* fewer firings than LOG_MAX */
+  static struct probe p[TICKS * PER_TICK];
+  uint64_t moves, at;
+  probes_init(p, TICKS * PER_TICK);
+  for (size_t i = 0; i < TICKS * PER_TICK; i++)
+    start_at(&p[i], 1 + i / PER_TICK);
+  for (size_t i = 0; i < TICKS * PER_TICK; i++)
+    start_at(&p[i], 100000 + i);
+  moves = tw_moves(wheel_);
+  at = tw_next_expiry(wheel_);
+  cr_assert_leq(tw_moves(wheel_) - moves, 64, "one call re-filed %llu",
+                (unsigned long long)(tw_moves(wheel_) - moves));
+  cr_assert_leq(at, 100000);
+  for (int wasted = 0; (at = tw_next_expiry(wheel_)) < 100000; wasted++) {
+    cr_assert_lt(wasted, TICKS, "no progress");
+    cr_assert_eq(tw_advance(wheel_, at, TW_ALL), 0);
+  }
+  cr_assert_eq(at, 100000);
+  cr_assert_eq(tw_advance(wheel_, 100000 + TICKS * PER_TICK, TW_ALL),
+               TICKS * PER_TICK);
+  for (size_t i = 0; i < TICKS * PER_TICK; i++)
+    cr_assert_eq(log_[i].id, (int)i); /* in deadline order */
+  log_len = 0;
+}
+
+/*
  * A timer re-armed earlier stays in its slot while the new deadline is no
  * earlier than the slot's start (wheel.c, stays_in_slot). The slot's
  * minimum must follow it down, whether it held the minimum or not, and a
