@@ -201,6 +201,11 @@ const char *tw__check(const tw_wheel *w, int full) {
            &w->firing, "firing", w->head.pos,
            w->collecting == TW_SLOT_COUNT || w->collect_in_order, &timers)))
     return err;
+  if ((err = check_due_list(&w->collect_back, "collect_back", w->head.pos,
+                            w->collect_in_order, &timers)))
+    return err;
+  if (w->collecting == TW_SLOT_COUNT && !tw__list_empty(&w->collect_back))
+    FAIL("collect_back holds timers, but no walk is under way");
   if ((err = check_due_list(&w->due, "due", w->head.now, !w->due_unsorted,
                             &timers)))
     return err;

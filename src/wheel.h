@@ -143,7 +143,12 @@ struct tw_wheel {
                            tw__order is at or after `fence` (tw__after_fence) */
   uint64_t fence;       /* an advance without a fence sets it to its start */
   size_t collecting;    /* the level-0 slot at pos a budget stopped walking */
-  int collect_in_order; /* ... and the firing list it fills is sorted */
+  int collect_in_order; /* ... the firing list it fills and collect_back are
+                           sorted and collect_back fires after the firing
+                           list */
+  tw_link collect_back; /* ... what the walk took from the slot's tail, in
+                           the slot's order: it joins the firing list when
+                           the walk ends */
   /* A bitmap over the slots, bit `index` for slot `index` (word index / 64,
    * bit index % 64): it holds timers or a stop left it empty (occupied;
    * the slot's own `occupied` says the same, for the inline paths). A slot
@@ -396,8 +401,9 @@ static inline void tw__disarm(tw_wheel *w, tw_timer *t) {
 
 /* ---- Firing order (order.c) ---- */
 
-/* Moves every timer of the sorted list `from` into the sorted list `into`,
- * walking back from its tail: O(|from| + timers of `into` due after them). */
+/* Moves every timer of the sorted list `from` into the sorted list `into`:
+ * O(|from| + timers of `into` that fire before the last of `from` that
+ * fires before the last of `into`), the rest appended. */
 void tw__merge_sorted(tw_link *into, tw_link *from);
 
 /* Sorts a non-empty list by tw__fires_before. */

@@ -5,6 +5,7 @@
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "record.h"
 
@@ -149,6 +150,46 @@ Test(order, rule2_fifo_holds_when_a_budget_splits_a_collection) {
     split_collection(budget, 1000, drained, 3, drained_order);
     split_collection(budget, 100, direct, 1, direct_order);
   }
+}
+
+/*
+ * A slot in start order that takes several slices to collect is not sorted
+ * when its walk ends. 200 timers started for tick 100 (straight into level
+ * 0, in start order), each on its own page, collected 64 units a slice: a
+ * walk takes 32 from each end per slice, so the fourth slice takes the last
+ * 8 (96-103), joins the tail part (104-199) after the head part (0-95) and
+ * runs 0-55. Before it, the pages of the timers it has no reason to touch
+ * (57-94, 105-198) are made unreadable: a sort would read them. (When each
+ * slice's tail part joined the firing list at once, the last slice sorted
+ * the interleaved parts: a million timers, 15 ms in one slice.) Then the
+ * pages come back and the rest run in start order.
+ */
+Test(order, a_collection_split_by_budgets_keeps_start_order_unsorted) {
+  enum { K = 200, SLICE = 64 };
+  long page = sysconf(_SC_PAGESIZE);
+  char *pages = mmap(NULL, (size_t)page * K, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  struct probe *p[K];
+  cr_assert_neq(pages, MAP_FAILED);
+  for (int i = 0; i < K; i++) {
+    p[i] = (struct probe *)(void *)(pages + (size_t)page * (size_t)i);
+    probes_init(p[i], 1);
+    p[i]->id = i;
+    start_at(p[i], 100);
+  }
+  for (int slice = 0; slice < 3; slice++)
+    cr_assert_eq(tw_advance_slice(wheel_, 100, SLICE), 0);
+  for (int i = 0; i < K; i++)
+    if ((i >= 57 && i <= 94) || (i >= 105 && i <= 198))
+      cr_assert_eq(mprotect(p[i], (size_t)page, PROT_NONE), 0);
+  cr_assert_eq(tw_advance_slice(wheel_, 100, SLICE), 56);
+  cr_assert_eq(mprotect(pages, (size_t)page * K, PROT_READ | PROT_WRITE), 0);
+  cr_assert_eq(tw_advance(wheel_, 100, TW_ALL), K - 56);
+  cr_assert_eq(log_len, K);
+  for (int i = 0; i < K; i++)
+    cr_assert_eq(log_[i].id, i);
+  log_len = 0;
+  cr_assert_eq(munmap(pages, (size_t)page * K), 0);
 }
 
 /*
