@@ -8,7 +8,7 @@
  *    earlier than `armed` lowers it, a stop or a later reset leaves it).
  *    Starts are absolute (tw_timer_start_at from the loop's clock), since
  *    tw_now() only moves at wakeups.
- *  - "twpoll": examples/poll-loop.c, every iteration calls tw_advance()
+ *  - "twpoll": the simplest loop, every iteration calls tw_advance()
  *    (no budget) and tw_next_expiry(), and starts are relative
  *    (tw_timer_start). Reset, start+stop and stall only: burst, spread and
  *    memory would be row "tw"'s.

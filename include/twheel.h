@@ -286,8 +286,11 @@ typedef struct tw_stats {
   uint64_t rearms;        /* the loop timer was started again or stopped */
   uint64_t maintenance;   /* wakeups for the wheel's paced work only
                              (tw_next_wakeup), not counted as empty; also
-                             one that ran nothing because the first timer
-                             due was fenced out (tw_driver_fence) */
+                             one that ran nothing because its slice went
+                             to putting more timers than it holds, due in
+                             one tick, in start order, or because the
+                             first timer due was fenced out
+                             (tw_driver_fence) */
 } tw_stats;
 
 /*

@@ -65,7 +65,9 @@
  *    returns): it has no getter to look at;
  *  - one wakeup does a bounded slice of work (TW_SLICE, twheel.h): with
  *    more than a few thousand timers due at once, the rest run in the next
- *    loop iterations, in order (libevent runs them all in one);
+ *    loop iterations, in order, and more than TW_SLICE due in the same
+ *    millisecond run none until all are put in start order, a slice per
+ *    iteration (libevent runs them all in one);
  *  - a zero or negative EV_PERSIST period runs once (libevent re-arms a
  *    negative one at every iteration), and a period's sub-millisecond part
  *    is rounded up (libevent keeps the microseconds: a 1.5 ms period runs
@@ -74,7 +76,9 @@
  *    adapter's event that ran no timer: a later re-add or a delete leaves
  *    the event armed for the old time (see tw_ev_timer_add's cost and
  *    tw_ev_timer_del), and a wakeup whose first due timer was added after
- *    the event was activated leaves it to the next (see tw_ev_timer_add).
+ *    the event was activated leaves it to the next (see tw_ev_timer_add),
+ *    and so does a wakeup that only put in start order more than TW_SLICE
+ *    timers due in the same millisecond (above).
  *    Loop with EVLOOP_ONCE until what you wait for ran (libevent's own
  *    timers would block until one of them ran);
  *  - tw_ev_timer_pending returns EV_TIMEOUT or 0, and 0 for NULL;
@@ -153,9 +157,11 @@ TW_EXTERN tw_wheel *tw_ev_wheel(tw_ev *d);
  * Copies the adapter's counters about its one timer event into *out:
  * wakeups (the event ran), empty_wakeups (it ran and no timer was due:
  * libevent's coarse clock woke it early, or the earliest timer had been
- * deleted or moved later), fired (tw_ev_timer callbacks run) and rearms
- * (event_add or event_del calls on it). -1 for NULL arguments or an
- * adapter being freed.
+ * deleted or moved later), fired (tw_ev_timer callbacks run), rearms
+ * (event_add or event_del calls on it) and maintenance (wakeups that ran
+ * no callback because they only moved timers for the wheel's paced work,
+ * put a crowded millisecond in order, or met a fence: tw_stats, twheel.h).
+ * -1 for NULL arguments or an adapter being freed.
  */
 TW_EXTERN int tw_ev_stats(const tw_ev *d, tw_stats *out);
 

@@ -9,14 +9,20 @@
  * function concerned.
  *
  * How the adapter drives the loop:
- *  - one uv_timer_t, one uv_prepare_t, one uv_idle_t and (libuv < 1.45) one
- *    uv_check_t per tw_uv, whatever the number of timers. The timer is armed
+ *  - one uv_timer_t, one uv_prepare_t, one uv_idle_t and one uv_check_t
+ *    (started on libuv < 1.45 only) per tw_uv, whatever the number of
+ *    timers. The timer is armed
  *    for the wheel's next expiry and re-armed only when that becomes earlier:
  *    moving a deadline later (the idle-timeout reset) or stopping a timer never
  *    touches it, and at worst costs one wakeup that fires nothing, after which
  *    it is re-armed. It is stopped when no timer is active. When it fires the
- *    wheel advances to uv_now(loop) and runs every due callback in deadline
- *    order, equal deadlines in the order of their latest start, as libuv does.
+ *    wheel advances to uv_now(loop) and runs the due callbacks in deadline
+ *    order, equal deadlines in the order of their latest start, as libuv
+ *    does: at most one slice of work (TW_SLICE, twheel.h) per loop
+ *    iteration, so past a few thousand timers due at once the rest run in
+ *    the next iterations, in order, and more than TW_SLICE due in the same
+ *    millisecond run none until all are put in start order, a slice per
+ *    iteration (libuv runs them all in one pass).
  *  - loop liveness as in Node.js: the shared handles are referenced only
  *    while at least one referenced timer is active, so uv_run() returns when
  *    only unreferenced timers remain.
@@ -154,9 +160,13 @@ TW_EXTERN uv_loop_t *tw_uv_loop(const tw_uv *d);
 /*
  * Copies the adapter's counters about its one loop timer into *out:
  * wakeups (the uv_timer_t fired), empty_wakeups (of those, how many ran no
- * callback: the price of lazy re-arming, see above), fired (twheel
- * callbacks run), rearms (uv_timer_start or uv_timer_stop on the shared
- * handle). Valid until close_cb has run. 0, or UV_EINVAL for NULL.
+ * callback though a timer was due: the price of lazy re-arming, see
+ * above), fired (twheel callbacks run), rearms (the shared uv_timer_t
+ * started again or stopped; a stop and a start made together count once)
+ * and maintenance (wakeups that ran no callback because they only moved
+ * timers for the wheel's paced work or put a crowded millisecond in order:
+ * tw_stats, twheel.h). Valid until close_cb has run. 0, or UV_EINVAL for
+ * NULL.
  */
 TW_EXTERN int tw_uv_stats(const tw_uv *d, tw_stats *out);
 
