@@ -78,14 +78,19 @@ static void start_at(struct conn *c, uint64_t deadline) {
   cr_assert_eq(tw_timer_start_at(wheel, &c->timer, on_idle, deadline, 0), 0);
 }
 
+/* tw_advance(wheel, now, TW_ALL): the timers it moved. */
+static uint64_t moved_by_advance(uint64_t now) {
+  uint64_t moves = tw_moves(wheel);
+  last_deadline = 0;
+  tw_advance(wheel, now, TW_ALL);
+  return tw_moves(wheel) - moves;
+}
+
 /* One tick of the idle-timeout steady state: advance by one, then reset
  * N/10000 random connections (each one every ~10 s at 1 ms ticks).
  * Returns the timers the advance moved. */
 static uint64_t tick(uint64_t now) {
-  uint64_t moves = tw_moves(wheel);
-  last_deadline = 0;
-  tw_advance(wheel, now, TW_ALL);
-  moves = tw_moves(wheel) - moves;
+  uint64_t moves = moved_by_advance(now);
   for (int k = 0; k < N / 10000; k++) {
     struct conn *c = &conns[below(N)];
     c->due = now + IDLE;
@@ -217,10 +222,7 @@ Test(pace, a_break_at_every_advance_leaves_the_pace_on_time, .timeout = 60) {
   tw_timer_init(&breaker);
   cr_assert_eq(tw_timer_start(wheel, &breaker, on_break, 1, 1), 0);
   for (uint64_t now = 1; now <= first + spread; now++) {
-    uint64_t moves = tw_moves(wheel);
-    last_deadline = 0;
-    tw_advance(wheel, now, TW_ALL);
-    moves = tw_moves(wheel) - moves;
+    uint64_t moves = moved_by_advance(now);
     if (moves > max_moves)
       max_moves = moves;
   }
@@ -347,10 +349,7 @@ Test(pace, timers_that_arrive_later_are_paced_and_never_spin, .timeout = 60) {
   cr_assert_not_null(wheel);
   tw_advance(wheel, t0, TW_ALL); /* the pace finds nothing to pace */
   for (now = t0 + 1; tw_count(wheel) > 0 || started < N; now++) {
-    uint64_t moves = tw_moves(wheel);
-    last_deadline = 0;
-    tw_advance(wheel, now, TW_ALL);
-    moves = tw_moves(wheel) - moves;
+    uint64_t moves = moved_by_advance(now);
     if (moves > max_moves)
       max_moves = moves;
     for (size_t k = 0; k < N / 1000 && started < N; k++, started++)
