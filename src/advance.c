@@ -85,7 +85,8 @@ static uint64_t min_u64(uint64_t a, uint64_t b) {
  * made exact by re-filing it when that is cheap (wheel.h): while the
  * call's re-filings stay within TW_RESCAN_LIMIT timers in all, or however
  * many it takes when no more than that are active (the answer is then
- * always exact, and each timer is re-filed at most once per level). One
+ * always exact; each re-filing leaves one more slot exact, so that a call
+ * re-files at most 64 slots of at most 64 timers). One
  * slot at a time, without the cap, a call re-filed every dirty slot that
  * idle resets had left in a row (32,000 timers for 500 such slots).
  */

@@ -1,7 +1,8 @@
 /*
  * Circular doubly-linked lists with a sentinel head, used for every queue in
- * the wheel (slots, the due list, the firing list). A list is empty when its
- * sentinel points at itself; a timer is linked through its tw__link member.
+ * the wheel (slots, the due list, the firing list, a collection's tail
+ * part). A list is empty when its sentinel points at itself; a timer is
+ * linked through its tw__link member.
  */
 #ifndef TW_LIST_H
 #define TW_LIST_H

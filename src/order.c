@@ -8,27 +8,35 @@
 #include <stddef.h>
 
 /*
- * The timers of `from` that fire before the last of `into` are inserted
- * walking forward from its head, the rest go after it: the walk passes
- * only timers of `into` that fire before the last one inserted. `into` is
- * the firing list, whose head is where a start with a past deadline
- * belongs (behind the timers a budget left, all due by pos) and whose tail
- * is where one made from a callback for now belongs; a walk back from the
- * tail passed every timer a budget left, each advance (a backlog of a
- * million timers worked off 64 at a time with such a start before each
- * advance took 12 s, not 0.02).
+ * Each timer of `from`, in order, is placed by a search from both ends of
+ * `into` at once, a step from each in turn, which stops at the first end
+ * that finds its place: O(the fewer of the timers of `into` before and
+ * after it). `into` is the firing list, where a start with a past deadline
+ * mostly belongs at one end: before timers a budget left for a later
+ * deadline, or after those it ties with (its start is the latest). A walk
+ * from one end only passed every timer a budget left whenever the place
+ * was at the other end (a backlog of a million timers worked off 64 at a
+ * time with such a start before each advance took 12 s, either way). The
+ * forward end only moves on: the next timer's place is no earlier.
  */
 void tw__merge_sorted(tw_link *into, tw_link *from) {
-  tw_link *at = into->next; /* the first timer not known to fire before */
-  while (!tw__list_empty(from) && !tw__list_empty(into) &&
-         tw__fires_before(tw__list_first(from), tw__list_last(into))) {
+  tw_link *fwd = into->next; /* every timer before it fires before t */
+  while (!tw__list_empty(from)) {
     tw_timer *t = tw__list_first(from);
-    while (!tw__fires_before(t, TW_TIMER_OF(at)))
-      at = at->next; /* stops at the last one at the latest */
+    tw_link *back = into->prev, *at; /* every timer after back fires after t */
+    for (;; fwd = fwd->next, back = back->prev) {
+      if (fwd == into || !tw__fires_before(TW_TIMER_OF(fwd), t)) {
+        at = fwd;
+        break;
+      }
+      if (!tw__fires_before(t, TW_TIMER_OF(back))) {
+        at = back->next;
+        break;
+      }
+    }
     tw__list_unlink(&t->tw__link);
     tw__list_insert_before(at, &t->tw__link);
   }
-  tw__list_splice(into, from);
 }
 
 /* Merges two NULL-terminated sorted chains linked by `next`. */

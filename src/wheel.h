@@ -41,9 +41,10 @@
  * Each slot keeps its count (for the pace), and `min`: no later than any
  * deadline in it and no earlier than its start; exact unless the slot's
  * `dirty` flag is set (the timer holding the minimum left or moved later).
- * tw_next_expiry re-files a dirty slot to make it exact when it holds at
- * most TW_RESCAN_LIMIT timers, and otherwise answers its bound: a time at
- * which nothing fires, the slot is drained, and the next answer is exact.
+ * tw_next_expiry re-files a dirty slot to make it exact while its
+ * re-filings stay within TW_RESCAN_LIMIT timers in all (advance.c,
+ * earliest_in_slots), and otherwise answers its bound: a time at which
+ * nothing fires, the slot is drained, and the next answer is exact.
  *
  * Timers due by pos wait in `firing`, sorted by (deadline, start sequence),
  * for tw_advance to run; what a budget, a break (tw_break) or a fence
@@ -113,7 +114,8 @@
 #define TW_PLACE_MASK TW__PLACE_MASK
 enum tw_state {
   TW_IDLE = TW__IDLE,   /* inactive */
-  TW_DUE = 0x18000,     /* in w->firing or w->due: deadline <= now */
+  TW_DUE = 0x18000,     /* deadline <= now: in a list of the wheel's own
+                           (firing, collect_back or due) */
   TW_SLOT = TW__IN_SLOT /* in slot (tag & TW_INDEX_MASK) */
 };
 
@@ -144,8 +146,8 @@ struct tw_wheel {
   uint64_t fence;       /* an advance without a fence sets it to its start */
   size_t collecting;    /* the level-0 slot at pos a budget stopped walking */
   int collect_in_order; /* ... the firing list it fills and collect_back are
-                           sorted and collect_back fires after the firing
-                           list */
+                           each sorted (the walk's end checks the one
+                           against the other, join_firing) */
   tw_link collect_back; /* ... what the walk took from the slot's tail, in
                            the slot's order: it joins the firing list when
                            the walk ends */
@@ -401,9 +403,9 @@ static inline void tw__disarm(tw_wheel *w, tw_timer *t) {
 
 /* ---- Firing order (order.c) ---- */
 
-/* Moves every timer of the sorted list `from` into the sorted list `into`:
- * O(|from| + timers of `into` that fire before the last of `from` that
- * fires before the last of `into`), the rest appended. */
+/* Moves every timer of the sorted list `from` into the sorted list `into`,
+ * each at the cost of the fewer of the timers of `into` before and after
+ * its place. */
 void tw__merge_sorted(tw_link *into, tw_link *from);
 
 /* Sorts a non-empty list by tw__fires_before. */

@@ -159,10 +159,11 @@ Test(order, rule2_fifo_holds_when_a_budget_splits_a_collection) {
  * walk takes 32 from each end per slice, so the fourth slice takes the last
  * 8 (96-103), joins the tail part (104-199) after the head part (0-95) and
  * runs 0-55. Before it, the pages of the timers it has no reason to touch
- * (57-94, 105-198) are made unreadable: a sort would read them. (When each
- * slice's tail part joined the firing list at once, the last slice sorted
- * the interleaved parts: a million timers, 15 ms in one slice.) Then the
- * pages come back and the rest run in start order.
+ * (57-94, 105-198) are made unreadable. (When each slice's tail part joined
+ * the firing list at once, the last slice read them: the order check of
+ * each timer it took against the interleaved parts, then the sort of them
+ * all, a million timers, 15 ms in one slice.) Then the pages come back and
+ * the rest run in start order.
  */
 Test(order, a_collection_split_by_budgets_keeps_start_order_unsorted) {
   enum { K = 200, SLICE = 64 };
@@ -194,47 +195,84 @@ Test(order, a_collection_split_by_budgets_keeps_start_order_unsorted) {
 
 /*
  * Rule 10: a start with a past deadline joins the timers a budget left
- * without walking them. S, A, the middle timers and C share a deadline;
- * a budget of one runs S and leaves the rest, in order. With the middle
- * timers' pages made unreadable, X, started for a deadline before theirs,
- * runs first: its merge may look at the list's ends only, A and C (a walk
- * back from the tail, as before, read every timer left: a backlog of a
- * million timers worked off 64 at a time with such a start before each
- * advance took 12 s). Then the pages come back and the rest run in order.
+ * without walking them, wherever its place is near an end. A budget of one
+ * runs S, the first of a tick's timers, and leaves the rest; A, 64 middle
+ * timers and C wait in order, the tick's own or past starts for tick 5
+ * merged before T, the tick's last. With the middle timers' pages but the
+ * first made unreadable, X is started for `x_deadline` and an advance that
+ * runs nothing joins it to them: its place, found from both ends a step at
+ * a time, is first (before A), last (after C), or, for tick 5, between C
+ * and T. Either way the search reads A and C, and T and the first middle
+ * timer when there. (A walk from the tail read every timer left for the
+ * first place, one from the head for the third: a backlog of a million
+ * timers worked off 64 at a time with such a start before each advance
+ * took 12 s and 15 s.) Then the pages come back and all run in order.
  */
-Test(order, a_past_start_walks_none_of_the_timers_a_budget_left) {
-  enum { S, A, C, X, ENDS, MIDDLE = 64 };
+static void past_start_among_left_timers(int backlog_past,
+                                         uint64_t x_deadline) {
+  enum { S, A, C, T, X, ENDS, MIDDLE = 64 };
   static struct probe ends[ENDS];
-  size_t bytes = MIDDLE * sizeof(struct probe);
-  struct probe *middle = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  cr_assert_neq(middle, MAP_FAILED);
+  /* The first middle timer ends a page; the others begin the next. */
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t bytes = page + MIDDLE * sizeof(struct probe);
+  char *pages = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  struct probe *middle = (struct probe *)(void *)(pages + page) - 1;
+  uint64_t tick = backlog_past ? 5 : 1000;
+  int x_first = x_deadline < tick, at = 0;
+  int order[MIDDLE + 4];
+  cr_assert_neq(pages, MAP_FAILED);
+  wheel_teardown();
+  wheel_setup();
   probes_init(ends, ENDS);
   probes_init(middle, MIDDLE);
   for (int i = 0; i < MIDDLE; i++)
     middle[i].id = ENDS + i;
   start_at(&ends[S], 1000);
-  start_at(&ends[A], 1000);
-  for (int i = 0; i < MIDDLE; i++)
-    start_at(&middle[i], 1000);
-  start_at(&ends[C], 1000);
+  if (backlog_past)
+    start_at(&ends[T], 1000);
+  else
+    start_at(&ends[A], 1000);
+  if (!backlog_past)
+    for (int i = 0; i < MIDDLE; i++)
+      start_at(&middle[i], 1000);
+  if (!backlog_past)
+    start_at(&ends[C], 1000);
   cr_assert_eq(tw_advance(wheel_, 1000, 1), 1);
   EXPECT_FIRED(S);
+  if (backlog_past) {
+    start_at(&ends[A], 5);
+    for (int i = 0; i < MIDDLE; i++)
+      start_at(&middle[i], 5);
+    start_at(&ends[C], 5);
+    cr_assert_eq(tw_advance(wheel_, 1000, 0), 0); /* before T */
+  }
 
-  cr_assert_eq(mprotect(middle, bytes, PROT_NONE), 0);
-  start_at(&ends[X], 999);
-  cr_assert_eq(tw_advance(wheel_, 1000, 1), 1);
-  cr_assert_eq(mprotect(middle, bytes, PROT_READ | PROT_WRITE), 0);
-  EXPECT_FIRED(X);
+  cr_assert_eq(mprotect(pages + page, bytes - page, PROT_NONE), 0);
+  start_at(&ends[X], x_deadline);
+  cr_assert_eq(tw_advance(wheel_, 1000, 0), 0); /* X joins them */
+  cr_assert_eq(mprotect(pages + page, bytes - page, PROT_READ | PROT_WRITE), 0);
 
-  cr_assert_eq(tw_advance(wheel_, 1000, TW_ALL), MIDDLE + 2);
-  cr_assert_eq(log_len, MIDDLE + 2);
-  cr_assert_eq(log_[0].id, A);
+  if (x_first)
+    order[at++] = X;
+  order[at++] = A;
   for (int i = 0; i < MIDDLE; i++)
-    cr_assert_eq(log_[1 + i].id, ENDS + i);
-  cr_assert_eq(log_[MIDDLE + 1].id, C);
-  log_len = 0;
-  cr_assert_eq(munmap(middle, bytes), 0);
+    order[at++] = ENDS + i;
+  order[at++] = C;
+  if (!x_first)
+    order[at++] = X;
+  if (backlog_past)
+    order[at++] = T;
+  expect_fired(NULL, 0);
+  cr_assert_eq(tw_advance(wheel_, 1000, TW_ALL), (size_t)at);
+  expect_fired(order, (size_t)at);
+  cr_assert_eq(munmap(pages, bytes), 0);
+}
+
+Test(order, a_past_start_walks_none_of_the_timers_a_budget_left) {
+  past_start_among_left_timers(0, 999);  /* first */
+  past_start_among_left_timers(0, 1000); /* last */
+  past_start_among_left_timers(1, 5);    /* between C and T */
 }
 
 /*
