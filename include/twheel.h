@@ -151,7 +151,9 @@ TW__INLINE_API int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
  * TW_NEVER - 1). A deadline at or before tw_now(w) is kept as given and
  * fires at the next advance, in deadline order. Such starts cost O(1) too:
  * the timers waiting for the next advance are put in order when it (or
- * tw_next_expiry) reads them, once, O(k log k) for k of them at worst.
+ * tw_next_expiry) reads them, once, O(k log k) for k of them at worst, and
+ * each joins what a budget left of the last advance at the cost of the
+ * fewer of those timers before and after its place (none at either end).
  */
 TW__INLINE_API int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                      uint64_t deadline, uint64_t repeat);
@@ -210,7 +212,7 @@ TW_EXTERN uint64_t tw_timer_deadline(const tw_timer *t);
  *    the former deadline, and the advance at that time moves those timers
  *    on (work it would do a moment later anyway) instead of this call
  *    visiting them all. With a million timers this keeps the answer O(1).
- * In the randomized differential test fewer than 0.01% of answers are early.
+ * In the randomized differential test about 0.01% of answers are early.
  * It re-files at most 64 timers whose deadlines were moved later (hence the
  * non-const wheel), or, with no more than 64 active, as many as make the
  * answer exact; that work is paid for by those moves.
