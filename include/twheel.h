@@ -153,7 +153,8 @@ TW__INLINE_API int tw_timer_start(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
  * the timers waiting for the next advance are put in order when it (or
  * tw_next_expiry) reads them, once, O(k log k) for k of them at worst, and
  * each joins what a budget left of the last advance at the cost of the
- * fewer of those timers before and after its place (none at either end).
+ * fewer of those timers before and after its place: none at either end,
+ * up to half of them in the middle (docs/contract.md, rule 10).
  */
 TW__INLINE_API int tw_timer_start_at(tw_wheel *w, tw_timer *t, tw_timer_cb cb,
                                      uint64_t deadline, uint64_t repeat);

@@ -42,7 +42,8 @@
  * deadline in it and no earlier than its start; exact unless the slot's
  * `dirty` flag is set (the timer holding the minimum left or moved later).
  * tw_next_expiry re-files a dirty slot to make it exact while its
- * re-filings stay within TW_RESCAN_LIMIT timers in all (advance.c,
+ * re-filings stay within TW_RESCAN_LIMIT timers in all, or whatever that
+ * takes with no more than TW_RESCAN_LIMIT active (advance.c,
  * earliest_in_slots), and otherwise answers its bound: a time at which
  * nothing fires, the slot is drained, and the next answer is exact.
  *
@@ -115,7 +116,8 @@
 enum tw_state {
   TW_IDLE = TW__IDLE,   /* inactive */
   TW_DUE = 0x18000,     /* deadline <= now: in a list of the wheel's own
-                           (firing, collect_back or due) */
+                           (firing, collect_back or due; within one call,
+                           collect_whole_slot's buckets) */
   TW_SLOT = TW__IN_SLOT /* in slot (tag & TW_INDEX_MASK) */
 };
 

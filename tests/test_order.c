@@ -217,11 +217,12 @@ static void past_start_among_left_timers(int backlog_past,
   size_t bytes = page + MIDDLE * sizeof(struct probe);
   char *pages = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  struct probe *middle = (struct probe *)(void *)(pages + page) - 1;
+  struct probe *middle;
   uint64_t tick = backlog_past ? 5 : 1000;
   int x_first = x_deadline < tick, at = 0;
   int order[MIDDLE + 4];
   cr_assert_neq(pages, MAP_FAILED);
+  middle = (struct probe *)(void *)(pages + page) - 1;
   wheel_teardown();
   wheel_setup();
   probes_init(ends, ENDS);
