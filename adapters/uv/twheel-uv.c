@@ -197,8 +197,9 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
  * through tw_uv_wheel, would call a NULL one: do not). The wheel has
  * re-armed a repeating timer from the wakeup's time; libuv re-arms from
  * uv_now() at the timer's turn, which an earlier callback may have moved on
- * with uv_update_time(): then so does this, a later deadline, a store. (A
- * fixed-rate timer, which no tw_uv call makes, keeps the wheel's rule.) */
+ * with uv_update_time(): then so does this, with uv_timer_again's twin (a
+ * later deadline, a store). (A fixed-rate timer, which no tw_uv call
+ * makes, keeps the wheel's rule.) */
 static void fire(tw_timer *t) {
   tw_uv_timer_t *h = handle_of(t);
   tw_uv *d = t->data;
@@ -206,10 +207,7 @@ static void fire(tw_timer *t) {
     tw__uv_deactivated(&d->head, h); /* a one-shot is inactive from here on */
   else if (uv_now(d->head.loop) > tw__head(d->head.driver.wheel)->now &&
            !tw__is_fixed_rate(t))
-    tw_timer_start_at(
-        d->head.driver.wheel, t, fire,
-        tw__uv_deadline_after(d->head.loop, tw_timer_get_repeat(t)),
-        tw_timer_get_repeat(t));
+    tw_uv_timer_again(h);
   h->tw__cb(h); /* h may be freed from here on */
 }
 
