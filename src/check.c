@@ -182,6 +182,36 @@ static const char *check_due_list(const tw_link *head, const char *name,
   return NULL;
 }
 
+/* The sort of a tick (order.c): every list holds that tick's timers, due
+ * at pos, the input in any order, the others sorted; while it is under
+ * way, no walk is and the firing list waits for it, empty. */
+static const char *check_sorting(const tw_wheel *w, size_t *timers) {
+  const struct tw_sorting *s = &w->sorting;
+  const char *err;
+  size_t before = *timers;
+  if ((err = check_due_list(&s->input, "sort input", w->head.pos, 0, timers)) ||
+      (err = check_due_list(&s->run, "sort run", w->head.pos, 1, timers)) ||
+      (err = check_due_list(&s->merged, "sort merged", w->head.pos, 1, timers)))
+    return err;
+  for (unsigned k = 0; k < TW_SORT_LEVELS; k++) {
+    if (!tw__list_empty(&s->pending[k]) && !(s->pending_levels >> k & 1))
+      FAIL("sort level %u holds timers, its bit clear", k);
+    if ((err = check_due_list(&s->pending[k], "sort level", w->head.pos, 1,
+                              timers)))
+      return err;
+  }
+  if (s->phase == TW_SORT_IDLE && (*timers != before || s->pending_levels))
+    FAIL("an idle sort holds timers");
+  if (s->phase != TW_SORT_IDLE &&
+      (w->collecting != TW_SLOT_COUNT || !tw__list_empty(&w->firing)))
+    FAIL("a sort is under way beside a walk or a firing list");
+  for (const tw_link *node = s->input.next; node != &s->input;
+       node = node->next)
+    if (TW_TIMER_OF(node)->tw__deadline != w->head.pos)
+      FAIL("sort input: a deadline other than pos");
+  return NULL;
+}
+
 const char *tw__check(const tw_wheel *w, int full) {
   const char *err;
   size_t timers = 0;
@@ -206,6 +236,8 @@ const char *tw__check(const tw_wheel *w, int full) {
     return err;
   if (w->collecting == TW_SLOT_COUNT && !tw__list_empty(&w->collect_back))
     FAIL("collect_back holds timers, but no walk is under way");
+  if ((err = check_sorting(w, &timers)))
+    return err;
   if ((err = check_due_list(&w->due, "due", w->head.now, !w->due_unsorted,
                             &timers)))
     return err;

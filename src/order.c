@@ -131,3 +131,99 @@ void tw__list_sort(tw_link *head) {
   prev->next = head;
   head->prev = prev;
 }
+
+/* ---- Sorting in slices ---- */
+
+void tw__sort_init(struct tw_sorting *s) {
+  s->phase = TW_SORT_IDLE;
+  s->level = 0;
+  s->pending_levels = 0;
+  tw__list_init(&s->input);
+  tw__list_init(&s->run);
+  tw__list_init(&s->merged);
+  for (unsigned k = 0; k < TW_SORT_LEVELS; k++)
+    tw__list_init(&s->pending[k]);
+}
+
+void tw__sort_begin(struct tw_sorting *s, tw_link *from) {
+  tw__list_splice(&s->input, from);
+  s->phase = TW_SORT_CUTTING;
+}
+
+/* Moves the first timer of `from` to the tail of `to`. */
+static void move_first(tw_link *from, tw_link *to) {
+  tw_link *node = from->next;
+  tw__list_unlink(node);
+  tw__list_append(to, node);
+}
+
+/*
+ * The binary counter of tw__list_sort, as a state machine that can stop
+ * after any unit and resume, with no cursor into a list (a stop may take
+ * any timer out between budgets): a cut run carries up from level 0,
+ * merging with each pending[level] it meets until it finds an empty one;
+ * once the input is used up, the last run carries through every level
+ * holding one and is the result. A merge moves the earlier head of its two
+ * lists a unit at a time; when one is empty the other follows in O(1).
+ */
+int tw__sort_slices(struct tw_sorting *s, tw_link *out, size_t *work) {
+  for (;;) {
+    switch (s->phase) {
+    case TW_SORT_IDLE:
+      return 1;
+    case TW_SORT_CUTTING:
+      if (!tw__list_empty(&s->input) &&
+          (tw__list_empty(&s->run) ||
+           !tw__fires_before(tw__list_first(&s->input),
+                             tw__list_last(&s->run)))) {
+        if (*work == 0)
+          return 0;
+        (*work)--;
+        move_first(&s->input, &s->run);
+        break;
+      }
+      s->phase = TW_SORT_CARRYING;
+      s->level = 0;
+      break;
+    case TW_SORT_CARRYING:
+      /* While input is left, level stays below 64 (2^64 runs do not fit
+       * in memory); the last run may reach it, past the last merge. */
+      if (tw__list_empty(&s->input) &&
+          (s->level == TW_SORT_LEVELS || !(s->pending_levels >> s->level))) {
+        tw__list_splice(out, &s->run); /* the last run, every level merged */
+        s->phase = TW_SORT_IDLE;
+        s->pending_levels = 0;
+        return 1;
+      }
+      if (!tw__list_empty(&s->pending[s->level])) {
+        s->phase = TW_SORT_MERGING;
+      } else if (tw__list_empty(&s->input)) {
+        s->level++; /* the last run: on to the next level holding one */
+      } else {
+        tw__list_splice(&s->pending[s->level], &s->run);
+        s->pending_levels |= (uint64_t)1 << s->level;
+        s->phase = TW_SORT_CUTTING;
+      }
+      break;
+    case TW_SORT_MERGING: {
+      tw_link *earlier = &s->pending[s->level], *later = &s->run;
+      if (!tw__list_empty(earlier) && !tw__list_empty(later)) {
+        if (*work == 0)
+          return 0;
+        (*work)--;
+        int later_first =
+            tw__fires_before(tw__list_first(later), tw__list_first(earlier));
+        move_first(later_first ? later : earlier, &s->merged);
+        break;
+      }
+      tw__list_splice(&s->merged, earlier);
+      tw__list_splice(&s->merged, later);
+      tw__list_splice(&s->run, &s->merged);
+      s->pending_levels &= ~((uint64_t)1 << s->level);
+      s->level++;
+      s->phase = TW_SORT_CARRYING;
+      break;
+    }
+    }
+  }
+}

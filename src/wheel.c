@@ -101,6 +101,7 @@ tw_wheel *tw_wheel_new(uint64_t now) {
   tw__list_init(&w->due);
   tw__list_init(&w->firing);
   tw__list_init(&w->collect_back);
+  tw__sort_init(&w->sorting);
   w->collecting = TW_SLOT_COUNT;
   w->horizon = TW_NEVER;
   for (unsigned level = 0; level < TW_TOP; level++)
@@ -127,6 +128,12 @@ void tw_wheel_free(tw_wheel *w) {
   release_all(&w->due);
   release_all(&w->firing);
   release_all(&w->collect_back);
+  release_all(&w->sorting.input);
+  release_all(&w->sorting.run);
+  release_all(&w->sorting.merged);
+  for (unsigned k = 0; k < TW_SORT_LEVELS; k++)
+    release_all(&w->sorting.pending[k]);
+  tw__sort_init(&w->sorting);
   w->collecting = TW_SLOT_COUNT;
   w->head.count = 0;
   for (unsigned k = 0; k < TW_BITMAP_WORDS; k++)

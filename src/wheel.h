@@ -52,7 +52,9 @@
  * (tw_driver_fence) leaves of it stays there. A budget
  * may also stop the walk of the level-0 slot at pos (`collecting`: the one
  * occupied slot that does not start after pos); the next advance finishes
- * it before anything else. Timers
+ * it before anything else, and then the sort that puts its timers in start
+ * order when the walk found them out of it (`sorting`, a budget at a time;
+ * the firing list is empty until it ends). Timers
  * started with a deadline <= now wait in `due`, in start order, so such a
  * start is O(1) and a timer started by a callback never runs in that same
  * advance; `due` is sorted when read (due_unsorted says whether it must be).
@@ -124,6 +126,32 @@ enum tw_state {
 /* A slot (struct tw__slot, twheel.h) keeps its timers, `min` (see above)
  * and their count (for the pace). */
 
+/*
+ * A list put in firing order a budget at a time (order.c, tw__sort_slices):
+ * the timers of a tick whose walk found them out of start order. Runs cut
+ * from the head of `input` are merged like a binary counter (pending[k]
+ * holds 2^k runs merged, or nothing), each timer cut or merged one unit of
+ * work. Every timer stays in one of these lists, doubly linked, so that a
+ * stop, a restart or tw_wheel_free between budgets only unlinks it.
+ * 64 levels: a list of 2^64 runs does not fit in memory.
+ */
+enum tw_sort_phase {
+  TW_SORT_IDLE = 0, /* nothing to sort: every list below is empty */
+  TW_SORT_CUTTING,  /* `run` takes timers from `input` while in order */
+  TW_SORT_CARRYING, /* `run`, whole, goes to pending[level] or merges there */
+  TW_SORT_MERGING   /* pending[level] and `run` merge into `merged` */
+};
+#define TW_SORT_LEVELS 64
+struct tw_sorting {
+  enum tw_sort_phase phase;
+  unsigned level;
+  uint64_t pending_levels; /* bit k: pending[k] was given a run */
+  tw_link input;
+  tw_link run;
+  tw_link merged;
+  tw_link pending[TW_SORT_LEVELS];
+};
+
 /* The pace of one level's source (pace.c). */
 struct tw_pace {
   uint64_t block; /* the level block pos was in when last paced */
@@ -153,6 +181,10 @@ struct tw_wheel {
   tw_link collect_back; /* ... what the walk took from the slot's tail, in
                            the slot's order: it joins the firing list when
                            the walk ends */
+  /* A walk that found its tick out of start order puts it in order here,
+   * counted against the budgets, before any of it runs; meanwhile the
+   * firing list is empty. */
+  struct tw_sorting sorting;
   /* A bitmap over the slots, bit `index` for slot `index` (word index / 64,
    * bit index % 64): it holds timers or a stop left it empty (occupied;
    * the slot's own `occupied` says the same, for the inline paths). A slot
@@ -412,6 +444,32 @@ void tw__merge_sorted(tw_link *into, tw_link *from);
 
 /* Sorts a non-empty list by tw__fires_before. */
 void tw__list_sort(tw_link *head);
+
+/* Sets up `s` (all its lists empty, idle) for tw_wheel_new. */
+void tw__sort_init(struct tw_sorting *s);
+
+/* Starts putting the list `from` (not empty) in firing order in `s`, which
+ * is idle: it takes the whole list, in O(1). */
+void tw__sort_begin(struct tw_sorting *s, tw_link *from);
+
+/* Goes on with the sort in `s` for at most *work units (taken from it),
+ * one per timer cut or merged; when it is done (or was idle), appends the
+ * sorted timers to `out` and returns 1, else 0. */
+int tw__sort_slices(struct tw_sorting *s, tw_link *out, size_t *work);
+
+/* Whether `s` holds timers (it may be under way and empty, when stops took
+ * them all). Inline: tw_next_expiry asks, and it is mostly idle. */
+static inline int tw__sort_holds_timers(const struct tw_sorting *s) {
+  if (s->phase == TW_SORT_IDLE)
+    return 0;
+  if (!tw__list_empty(&s->input) || !tw__list_empty(&s->run) ||
+      !tw__list_empty(&s->merged))
+    return 1;
+  for (uint64_t bits = s->pending_levels; bits; bits &= bits - 1)
+    if (!tw__list_empty(&s->pending[tw__lowest_bit(bits)]))
+      return 1;
+  return 0;
+}
 
 /* Sorts w->due if a start left it out of order. Inline: an advance and
  * tw_next_expiry each ask, and it mostly has nothing to do. */

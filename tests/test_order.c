@@ -193,6 +193,78 @@ Test(order, a_collection_split_by_budgets_keeps_start_order_unsorted) {
   cr_assert_eq(munmap(pages, (size_t)page * K), 0);
 }
 
+/* Makes every page of `p` unreadable but those of the timers `from` to
+ * `to` (inclusive), `first` and `last`; or, with `readable`, all again. */
+static void protect_but(struct probe **p, int k, long page, int from, int to,
+                        int first, int last) {
+  for (int i = 0; i < k; i++) {
+    int keep = (i >= from && i <= to) || i == first || i == last;
+    cr_assert_eq(
+        mprotect(p[i], (size_t)page, keep ? PROT_READ | PROT_WRITE : PROT_NONE),
+        0);
+  }
+}
+
+/*
+ * A tick out of start order is put in order within the budgets. 256
+ * timers started for tick 100, each on its own page, then 1-64 restarted
+ * for it: they keep their places with later starts, so that the slot holds
+ * two runs, 0-64 and 65-255, and fires 0, 65-255, 1-64. Collected 8 units a
+ * slice, a walk takes 4 from each end per slice; its 32nd slice takes
+ * 124-131, with pages readable for only those (and 112-143 around them),
+ * the first and the last: it ends the walk with its budget spent and sorts
+ * nothing. The next slice cuts 0-7 from the first run, with only 0-16
+ * readable. (When the walk's end sorted its tick in one call, it read them
+ * all: a drained tick of a million timers, 2 ms in one slice.) Then the
+ * pages come back; each slice stays within its budget (the checker after
+ * each), and all fire in order.
+ */
+Test(order, a_tick_out_of_start_order_is_sorted_within_the_budgets) {
+  enum { K = 256, RESTARTED = 64, SLICE = 8 };
+  long page = sysconf(_SC_PAGESIZE);
+  char *pages = mmap(NULL, (size_t)page * K, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  struct probe *p[K];
+  int expected[K], at = 0;
+  size_t slices = 0;
+  cr_assert_neq(pages, MAP_FAILED);
+  for (int i = 0; i < K; i++) {
+    p[i] = (struct probe *)(void *)(pages + (size_t)page * (size_t)i);
+    probes_init(p[i], 1);
+    p[i]->id = i;
+    start_at(p[i], 100);
+  }
+  for (int i = 1; i <= RESTARTED; i++)
+    start_at(p[i], 100);
+  expected[at++] = 0;
+  for (int i = RESTARTED + 1; i < K; i++)
+    expected[at++] = i;
+  for (int i = 1; i <= RESTARTED; i++)
+    expected[at++] = i;
+
+  for (int slice = 0; slice < K / SLICE - 1; slice++)
+    cr_assert_eq(tw_advance_slice(wheel_, 100, SLICE), 0);
+  protect_but(p, K, page, 112, 143, 0, K - 1);
+  cr_assert_eq(tw_advance_slice(wheel_, 100, SLICE), 0); /* the walk ends */
+  protect_but(p, K, page, 0, 16, 0, 0);
+  cr_assert_eq(tw_advance_slice(wheel_, 100, SLICE), 0); /* cuts 0-7 */
+  cr_assert_eq(mprotect(pages, (size_t)page * K, PROT_READ | PROT_WRITE), 0);
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_leq(tw_next_expiry(wheel_), 100);
+
+  while (log_len < K) {
+    cr_assert_leq(tw_advance_slice(wheel_, 100, SLICE), SLICE);
+    cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+    cr_assert_lt(++slices, 4 * K, "no progress");
+  }
+  /* The sort's work is counted: cutting the other 248 timers into runs
+   * and firing all 256 take 63 slices of 8 (merging 0 and 65-255 before
+   * 1-64 follow whole takes 24 more: 87). */
+  cr_assert_geq(slices, (K - 8 + K) / SLICE);
+  expect_fired(expected, K);
+  cr_assert_eq(munmap(pages, (size_t)page * K), 0);
+}
+
 /*
  * Rule 10: a start with a past deadline joins the timers a budget left
  * without walking them, wherever its place is near an end. A budget of one
