@@ -205,30 +205,18 @@ static void protect_but(struct probe **p, int k, long page, int from, int to,
   }
 }
 
-/*
- * A tick out of start order is put in order within the budgets. 256
- * timers started for tick 100, each on its own page, then 1-64 restarted
- * for it: they keep their places with later starts, so that the slot holds
- * two runs, 0-64 and 65-255, and fires 0, 65-255, 1-64. Collected 8 units a
- * slice, a walk takes 4 from each end per slice; its 32nd slice takes
- * 124-131, with pages readable for only those (and 112-143 around them),
- * the first and the last: it ends the walk with its budget spent and sorts
- * nothing. The next slice cuts 0-7 from the first run, with only 0-16
- * readable. (When the walk's end sorted its tick in one call, it read them
- * all: a drained tick of a million timers, 2 ms in one slice.) Then the
- * pages come back; each slice stays within its budget (the checker after
- * each), and all fire in order.
- */
-Test(order, a_tick_out_of_start_order_is_sorted_within_the_budgets) {
-  enum { K = 256, RESTARTED = 64, SLICE = 8 };
-  long page = sysconf(_SC_PAGESIZE);
-  char *pages = mmap(NULL, (size_t)page * K, PROT_READ | PROT_WRITE,
+enum { TWO_RUNS = 256, RESTARTED = 64, SORT_SLICE = 8 };
+
+/* Starts TWO_RUNS timers for tick 100, each on its own page (of the
+ * mapping returned), then 1-64 again: they keep their places with later
+ * starts, so that the slot holds two runs, 0-64 and 65-255, and fires 0,
+ * 65-255, 1-64. Then walks it SORT_SLICE units a slice, 4 from each end,
+ * but for its last slice: 124-131 are left in the slot. */
+static char *walk_two_runs_but_the_last_slice(struct probe **p, long page) {
+  char *pages = mmap(NULL, (size_t)page * TWO_RUNS, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  struct probe *p[K];
-  int expected[K], at = 0;
-  size_t slices = 0;
   cr_assert_neq(pages, MAP_FAILED);
-  for (int i = 0; i < K; i++) {
+  for (int i = 0; i < TWO_RUNS; i++) {
     p[i] = (struct probe *)(void *)(pages + (size_t)page * (size_t)i);
     probes_init(p[i], 1);
     p[i]->id = i;
@@ -236,33 +224,88 @@ Test(order, a_tick_out_of_start_order_is_sorted_within_the_budgets) {
   }
   for (int i = 1; i <= RESTARTED; i++)
     start_at(p[i], 100);
-  expected[at++] = 0;
-  for (int i = RESTARTED + 1; i < K; i++)
-    expected[at++] = i;
-  for (int i = 1; i <= RESTARTED; i++)
-    expected[at++] = i;
+  for (int slice = 0; slice < TWO_RUNS / SORT_SLICE - 1; slice++)
+    cr_assert_eq(tw_advance_slice(wheel_, 100, SORT_SLICE), 0);
+  return pages;
+}
 
-  for (int slice = 0; slice < K / SLICE - 1; slice++)
-    cr_assert_eq(tw_advance_slice(wheel_, 100, SLICE), 0);
-  protect_but(p, K, page, 112, 143, 0, K - 1);
-  cr_assert_eq(tw_advance_slice(wheel_, 100, SLICE), 0); /* the walk ends */
-  protect_but(p, K, page, 0, 16, 0, 0);
-  cr_assert_eq(tw_advance_slice(wheel_, 100, SLICE), 0); /* cuts 0-7 */
-  cr_assert_eq(mprotect(pages, (size_t)page * K, PROT_READ | PROT_WRITE), 0);
+/* The two runs' firing order, without the timers `skip_from` to `skip_to`,
+ * into `ids`; returns how many. */
+static int two_runs_order(int *ids, int skip_from, int skip_to) {
+  int at = 0;
+  for (int i = 0; i < TWO_RUNS; i++) {
+    int id = i == 0                     ? 0
+             : i < TWO_RUNS - RESTARTED ? RESTARTED + i
+                                        : i - (TWO_RUNS - RESTARTED - 1);
+    if (id < skip_from || id > skip_to)
+      ids[at++] = id;
+  }
+  return at;
+}
+
+/*
+ * A tick out of start order is sorted within the budgets. The two runs'
+ * last walking slice takes 124-131, with pages readable for only those
+ * (and 112-143 around them), the first and the last: it ends the walk with
+ * its budget spent and sorts nothing. The next slice cuts 0-7 from the
+ * first run, with only 0-16 readable. (When the walk's end sorted its tick
+ * in one call, it read them all: a drained tick of a million timers, 2 ms
+ * in one slice.) Then the pages come back; each slice stays within its
+ * budget (the checker after each), and all fire in order.
+ */
+Test(order, a_tick_out_of_start_order_is_sorted_within_the_budgets) {
+  long page = sysconf(_SC_PAGESIZE);
+  struct probe *p[TWO_RUNS];
+  char *pages = walk_two_runs_but_the_last_slice(p, page);
+  int expected[TWO_RUNS], n = two_runs_order(expected, -1, -1);
+  size_t slices = 0;
+
+  protect_but(p, TWO_RUNS, page, 112, 143, 0, TWO_RUNS - 1);
+  cr_assert_eq(tw_advance_slice(wheel_, 100, SORT_SLICE), 0); /* walk ends */
+  protect_but(p, TWO_RUNS, page, 0, 16, 0, 0);
+  cr_assert_eq(tw_advance_slice(wheel_, 100, SORT_SLICE), 0); /* cuts 0-7 */
+  cr_assert_eq(mprotect(pages, (size_t)page * TWO_RUNS, PROT_READ | PROT_WRITE),
+               0);
   cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
-  cr_assert_leq(tw_next_expiry(wheel_), 100);
+  cr_assert_eq(tw_next_expiry(wheel_), 100);
 
-  while (log_len < K) {
-    cr_assert_leq(tw_advance_slice(wheel_, 100, SLICE), SLICE);
+  while (log_len < TWO_RUNS) {
+    cr_assert_leq(tw_advance_slice(wheel_, 100, SORT_SLICE), SORT_SLICE);
     cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
-    cr_assert_lt(++slices, 4 * K, "no progress");
+    cr_assert_lt(++slices, 4 * TWO_RUNS, "no progress");
   }
   /* The sort's work is counted: cutting the other 248 timers into runs
    * and firing all 256 take 63 slices of 8 (merging 0 and 65-255 before
    * 1-64 follow whole takes 24 more: 87). */
-  cr_assert_geq(slices, (K - 8 + K) / SLICE);
-  expect_fired(expected, K);
-  cr_assert_eq(munmap(pages, (size_t)page * K), 0);
+  cr_assert_geq(slices, (TWO_RUNS - 8 + TWO_RUNS) / SORT_SLICE);
+  expect_fired(expected, (size_t)n);
+  cr_assert_eq(munmap(pages, (size_t)page * TWO_RUNS), 0);
+}
+
+/*
+ * tw_next_expiry finishes a walk that stops left with nothing to take, to
+ * answer exactly, but leaves the tick's sort to the advances' budgets. The
+ * two runs' last 8 timers, 124-131, are stopped instead of walked; with
+ * only the pages of the ends of the walk's two parts readable (0, 123,
+ * 132, 255), tw_next_expiry answers 100. (It sorted the whole tick: any
+ * number of timers in one call.)
+ */
+Test(order, next_expiry_leaves_a_tick_s_sort_to_the_budgets) {
+  long page = sysconf(_SC_PAGESIZE);
+  struct probe *p[TWO_RUNS];
+  char *pages = walk_two_runs_but_the_last_slice(p, page);
+  int expected[TWO_RUNS], n = two_runs_order(expected, 124, 131);
+
+  for (int i = 124; i <= 131; i++)
+    cr_assert_eq(tw_timer_stop(wheel_, &p[i]->timer), 0);
+  protect_but(p, TWO_RUNS, page, 123, 132, 0, TWO_RUNS - 1);
+  cr_assert_eq(tw_next_expiry(wheel_), 100);
+  cr_assert_eq(mprotect(pages, (size_t)page * TWO_RUNS, PROT_READ | PROT_WRITE),
+               0);
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_eq(tw_advance(wheel_, 100, TW_ALL), (size_t)n);
+  expect_fired(expected, (size_t)n);
+  cr_assert_eq(munmap(pages, (size_t)page * TWO_RUNS), 0);
 }
 
 /*
