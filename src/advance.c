@@ -209,7 +209,7 @@ static inline void collect_one(tw_wheel *w, tw_timer *t, uint64_t last_due,
  * over; stale ones move on. If the walk found them out of order, they are
  * then put in order: at once when the walk started in this call
  * (`walk_starts`), so that it took no more timers than this budget (as
- * collect_whole_slot sorts; the machine below costs more per timer: 14%
+ * collect_whole_slot sorts; the sort in slices costs more per timer: 14%
  * more instructions in the peer benchmark's spread at N = 1e5, where most
  * ticks come out of order), else in w->sorting, within the budgets (a
  * drained tick of a million timers took 2 ms to sort in one call), joining
