@@ -152,6 +152,22 @@ Test(order, rule2_fifo_holds_when_a_budget_splits_a_collection) {
   }
 }
 
+/* Maps `k` pages and starts a probe at the start of each for tick 100,
+ * timer i (id i) on page i, in that order: a timer's page can then be made
+ * unreadable to show that a call does not read it. */
+static char *probes_on_pages(struct probe **p, int k, long page) {
+  char *pages = mmap(NULL, (size_t)page * (size_t)k, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  cr_assert_neq(pages, MAP_FAILED);
+  for (int i = 0; i < k; i++) {
+    p[i] = (struct probe *)(void *)(pages + (size_t)page * (size_t)i);
+    probes_init(p[i], 1);
+    p[i]->id = i;
+    start_at(p[i], 100);
+  }
+  return pages;
+}
+
 /*
  * A slot in start order that takes several slices to collect is not sorted
  * when its walk ends. 200 timers started for tick 100 (straight into level
@@ -168,16 +184,8 @@ Test(order, rule2_fifo_holds_when_a_budget_splits_a_collection) {
 Test(order, a_collection_split_by_budgets_keeps_start_order_unsorted) {
   enum { K = 200, SLICE = 64 };
   long page = sysconf(_SC_PAGESIZE);
-  char *pages = mmap(NULL, (size_t)page * K, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   struct probe *p[K];
-  cr_assert_neq(pages, MAP_FAILED);
-  for (int i = 0; i < K; i++) {
-    p[i] = (struct probe *)(void *)(pages + (size_t)page * (size_t)i);
-    probes_init(p[i], 1);
-    p[i]->id = i;
-    start_at(p[i], 100);
-  }
+  char *pages = probes_on_pages(p, K, page);
   for (int slice = 0; slice < 3; slice++)
     cr_assert_eq(tw_advance_slice(wheel_, 100, SLICE), 0);
   for (int i = 0; i < K; i++)
@@ -207,21 +215,13 @@ static void protect_but(struct probe **p, int k, long page, int from, int to,
 
 enum { TWO_RUNS = 256, RESTARTED = 64, SORT_SLICE = 8 };
 
-/* Starts TWO_RUNS timers for tick 100, each on its own page (of the
- * mapping returned), then 1-64 again: they keep their places with later
+/* Starts TWO_RUNS timers for tick 100 on pages (probes_on_pages), then
+ * 1-64 again: they keep their places with later
  * starts, so that the slot holds two runs, 0-64 and 65-255, and fires 0,
  * 65-255, 1-64. Then walks it SORT_SLICE units a slice, 4 from each end,
  * but for its last slice: 124-131 are left in the slot. */
 static char *walk_two_runs_but_the_last_slice(struct probe **p, long page) {
-  char *pages = mmap(NULL, (size_t)page * TWO_RUNS, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  cr_assert_neq(pages, MAP_FAILED);
-  for (int i = 0; i < TWO_RUNS; i++) {
-    p[i] = (struct probe *)(void *)(pages + (size_t)page * (size_t)i);
-    probes_init(p[i], 1);
-    p[i]->id = i;
-    start_at(p[i], 100);
-  }
+  char *pages = probes_on_pages(p, TWO_RUNS, page);
   for (int i = 1; i <= RESTARTED; i++)
     start_at(p[i], 100);
   for (int slice = 0; slice < TWO_RUNS / SORT_SLICE - 1; slice++)
