@@ -216,10 +216,10 @@ static void protect_but(struct probe **p, int k, long page, int from, int to,
 enum { TWO_RUNS = 256, RESTARTED = 64, SORT_SLICE = 8 };
 
 /* Starts TWO_RUNS timers for tick 100 on pages (probes_on_pages), then
- * 1-64 again: they keep their places with later
- * starts, so that the slot holds two runs, 0-64 and 65-255, and fires 0,
- * 65-255, 1-64. Then walks it SORT_SLICE units a slice, 4 from each end,
- * but for its last slice: 124-131 are left in the slot. */
+ * 1-64 again: they keep their places with later starts, so that the slot
+ * holds two runs, 0-64 and 65-255, and fires 0, 65-255, 1-64. Then walks
+ * it SORT_SLICE units a slice, 4 from each end, but for its last slice:
+ * 124-131 are left in the slot. */
 static char *walk_two_runs_but_the_last_slice(struct probe **p, long page) {
   char *pages = probes_on_pages(p, TWO_RUNS, page);
   for (int i = 1; i <= RESTARTED; i++)
