@@ -206,13 +206,15 @@ TW_EXTERN uint64_t tw_timer_deadline(const tw_timer *t);
  * cases, where it is a time at which nothing fires (a "wasted wakeup"):
  *  - the timer with the earliest deadline was stopped or moved later after
  *    this call: the next call after the wasted advance is right again;
- *  - it was stopped or moved later before this call, and making the
- *    answer exact would re-file more than 64 timers in this call (the part
- *    of the wheel it sat in holds more than 64, or, with more than 64
- *    timers active, such parts come one after another): the answer is then
- *    the former deadline, and the advance at that time moves those timers
- *    on (work it would do a moment later anyway) instead of this call
- *    visiting them all. With a million timers this keeps the answer O(1).
+ *  - it was stopped, moved later, or re-armed for a time before the part
+ *    of the wheel it sat in (which then keeps its former deadline as a
+ *    bound) before this call, and making the answer exact would re-file
+ *    more than 64 timers in this call (that part holds more than 64, or,
+ *    with more than 64 timers active, such parts come one after another):
+ *    the answer is then the former deadline, and the advance at that time
+ *    moves those timers on (work it would do a moment later anyway)
+ *    instead of this call visiting them all. With a million timers this
+ *    keeps the answer O(1).
  * In the randomized differential test about 0.01% of answers are early.
  * It re-files at most 64 timers whose deadlines were moved later (hence the
  * non-const wheel), or, with no more than 64 active, as many as make the
@@ -392,7 +394,10 @@ TW_EXTERN int tw_driver_rearm(tw_driver *d, uint64_t at);
  * advance of the wheel, or when tw_driver_stopped finds the wheel empty
  * (the loop timer, queued wakeup included, is then stopped). It has no
  * effect inside tw_driver_expired (a start there never runs in the same
- * wakeup); nothing happens after tw_driver_close or for NULL.
+ * wakeup); nothing happens after tw_driver_close or for NULL. Starts are
+ * told apart modulo 2^47: a timer started 2^46 (7e13) or more starts
+ * before the fence counts as started after it, and waits for the next
+ * wakeup too.
  */
 TW_EXTERN void tw_driver_fence(tw_driver *d);
 

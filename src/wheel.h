@@ -102,7 +102,8 @@
  * for a timer in a slot the slot's index in bits 0-11 and TW__MAY_HOLD_MIN
  * (bit 12) on the timer that set the slot's minimum as it was filed or
  * moved earlier. While the slot is clean that timer still holds it, so only
- * it, stopped or moved later, can leave the minimum inexact: the others are
+ * it, stopped, moved later or moved out of the slot earlier, can leave the
+ * minimum inexact: the others are
  * re-armed later, or earlier but after the minimum, with a plain store, even
  * inline. Any state other than these
  * three means tw_timer_init() was never called (zeroed memory included).
@@ -173,7 +174,7 @@ struct tw_wheel {
   int fenced;           /* tw_driver_fence was called: the next advance stops
                            before the first timer started since, one whose
                            tw__order is at or after `fence` (tw__after_fence) */
-  uint64_t fence;       /* an advance without a fence sets it to its start */
+  uint64_t fence;       /* while fenced: the sequence bits it holds back */
   size_t collecting;    /* the level-0 slot at pos a budget stopped walking */
   int collect_in_order; /* ... the firing list it fills and collect_back are
                            each sorted (the walk's end checks the one

@@ -11,6 +11,26 @@
 
 TestSuite(order, .init = wheel_setup, .fini = wheel_teardown);
 
+/*
+ * Rule 1 across the sequence's wrap: a timer that waited while 2^46 starts
+ * were made (sequences compare modulo 2^47; the starts are stood in for by
+ * moving the next sequence on) still runs at its deadline, and so does the
+ * timer behind it. (Every advance tested a fence at its own start, and
+ * held that timer back as if started after it: nothing ran again.)
+ */
+Test(order, a_timer_older_than_2_46_starts_still_runs) {
+  static struct probe p[2];
+  probes_init(p, 2);
+  start_at(&p[0], 1000);
+  tw__head(wheel_)->next_seq += (uint64_t)1 << 46;
+  start_at(&p[1], 2000);
+  cr_assert_eq(tw_advance(wheel_, 1000, TW_ALL), 1);
+  EXPECT_FIRED(0);
+  cr_assert_eq(tw_advance_slice(wheel_, 2000, TW_SLICE), 1);
+  EXPECT_FIRED(1);
+  cr_assert_eq(tw_next_expiry(wheel_), TW_NEVER);
+}
+
 /* Rule 2: deadline order within one advance, across levels. */
 Test(order, rule2_one_advance_runs_callbacks_in_deadline_order) {
   static struct probe p[5];
