@@ -265,12 +265,14 @@ TW_EXTERN uint64_t tw_next_wakeup(tw_wheel *w);
 
 /*
  * tw_advance() with a work budget: at most `max_work` units, where each
- * timer moved between slots, each timer collected from a slot and each
- * callback run is one unit. What is left is done by the next advance, from
- * where this one stopped, in order and never early: then tw_next_wakeup()
- * returns a time <= tw_now(w). max_work 0 moves the time and does nothing
- * else. TW_SLICE is the slice the loop adapters use (about a millisecond of
- * work with a million timers). Returns the number of callbacks run.
+ * timer moved between slots, each timer collected from a slot, each timer
+ * moved to put a tick collected over several budgets in start order
+ * (docs/contract.md, rule 7) and each callback run is one unit. What is
+ * left is done by the next advance, from where this one stopped, in order
+ * and never early: then tw_next_wakeup() returns a time <= tw_now(w).
+ * max_work 0 moves the time and does nothing else. TW_SLICE is the slice
+ * the loop adapters use (about a millisecond of work with a million
+ * timers). Returns the number of callbacks run.
  */
 #define TW_SLICE 4096
 TW_EXTERN size_t tw_advance_slice(tw_wheel *w, uint64_t now, size_t max_work);

@@ -182,6 +182,20 @@ static const char *check_due_list(const tw_link *head, const char *name,
   return NULL;
 }
 
+/* Every timer of a tick's sort is due at pos, the tick. */
+static const char *check_sorting_deadlines(const struct tw_sorting *s,
+                                           uint64_t pos) {
+  const tw_link *lists[3 + TW_SORT_LEVELS] = {&s->input, &s->run, &s->merged};
+  for (unsigned k = 0; k < TW_SORT_LEVELS; k++)
+    lists[3 + k] = &s->pending[k];
+  for (unsigned k = 0; k < 3 + TW_SORT_LEVELS; k++)
+    for (const tw_link *node = lists[k]->next; node != lists[k];
+         node = node->next)
+      if (TW_TIMER_OF(node)->tw__deadline != pos)
+        FAIL("sort: a deadline other than pos, %llu", (unsigned long long)pos);
+  return NULL;
+}
+
 /* The sort of a tick (order.c): every list holds that tick's timers, due
  * at pos, the input in any order, the others sorted; while it is under
  * way, no walk is and the firing list waits for it, empty. */
@@ -205,11 +219,13 @@ static const char *check_sorting(const tw_wheel *w, size_t *timers) {
   if (s->phase != TW_SORT_IDLE &&
       (w->collecting != TW_SLOT_COUNT || !tw__list_empty(&w->firing)))
     FAIL("a sort is under way beside a walk or a firing list");
-  for (const tw_link *node = s->input.next; node != &s->input;
-       node = node->next)
-    if (TW_TIMER_OF(node)->tw__deadline != w->head.pos)
-      FAIL("sort input: a deadline other than pos");
-  return NULL;
+  if (s->phase != TW_SORT_MERGING && !tw__list_empty(&s->merged))
+    FAIL("sort: a merge's output outside a merge");
+  if (s->level > TW_SORT_LEVELS ||
+      (s->level == TW_SORT_LEVELS &&
+       (s->phase != TW_SORT_CARRYING || !tw__list_empty(&s->input))))
+    FAIL("sort level %u", s->level);
+  return check_sorting_deadlines(s, w->head.pos);
 }
 
 const char *tw__check(const tw_wheel *w, int full) {

@@ -164,7 +164,10 @@ static void move_first(tw_link *from, tw_link *to) {
  * merging with each pending[level] it meets until it finds an empty one;
  * once the input is used up, the last run carries through every level
  * holding one and is the result. A merge moves the earlier head of its two
- * lists a unit at a time; when one is empty the other follows in O(1).
+ * lists a unit at a time, while they interleave: once one lies wholly
+ * before the other, or is empty, the rest follows in O(1), so that the two
+ * runs a drain leaves, the second before the first but for a few timers,
+ * cost little more than their cut (rotate_two_runs' case).
  */
 int tw__sort_slices(struct tw_sorting *s, tw_link *out, size_t *work) {
   for (;;) {
@@ -207,6 +210,12 @@ int tw__sort_slices(struct tw_sorting *s, tw_link *out, size_t *work) {
       break;
     case TW_SORT_MERGING: {
       tw_link *earlier = &s->pending[s->level], *later = &s->run;
+      if (!tw__list_empty(earlier) && !tw__list_empty(later) &&
+          tw__fires_before(tw__list_last(later), tw__list_first(earlier)))
+        tw__list_splice(&s->merged, later); /* all of it first */
+      if (!tw__list_empty(earlier) && !tw__list_empty(later) &&
+          !tw__fires_before(tw__list_first(later), tw__list_last(earlier)))
+        tw__list_splice(&s->merged, earlier); /* all of it first */
       if (!tw__list_empty(earlier) && !tw__list_empty(later)) {
         if (*work == 0)
           return 0;
