@@ -946,6 +946,74 @@ Test(event, zero_timeout_added_after_a_loopbreak_runs_in_the_next_dispatch) {
   event_free(plain);
 }
 
+/* After a loopbreak from a tw_ev_timer callback, the timers due with it
+ * run at the next dispatch before the I/O callbacks that dispatch polls,
+ * as libevent's activated events do: B, then the socket's callback. (The
+ * adapter's event was added again with a zero timeout, which libevent
+ * activates after the poll: the socket's callback ran first.) */
+static int io_calls;
+static void record_io(evutil_socket_t fd, short what, void *arg) {
+  char c;
+  (void)what;
+  (void)arg;
+  cr_assert_eq(read(fd, &c, 1), 1);
+  io_calls++;
+  if (order_len < 64)
+    order[order_len++] = 99;
+}
+
+Test(event, after_a_loopbreak_the_timers_left_run_before_the_next_poll_s_io) {
+  struct probe a, b;
+  int sv[2];
+  struct event *io;
+  cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  io = event_new(base, sv[0], EV_READ | EV_PERSIST, record_io, NULL);
+  cr_assert_eq(event_add(io, NULL), 0);
+  probe_init(&a, 1, 0);
+  probe_init(&b, 2, 0);
+  a.then = break_loop;
+  probe_add(&a, 1000);
+  probe_add(&b, 2000);
+  order_len = io_calls = 0;
+  sleep_ns(10 * MS); /* both due at the first wakeup */
+  cr_assert_geq(event_base_loop(base, EVLOOP_ONCE), 0);
+  cr_assert(event_base_got_break(base));
+  cr_assert_eq(order_len, 1);
+  cr_assert_eq(write(sv[1], "x", 1), 1); /* readable at the next poll */
+  cr_assert_geq(event_base_loop(base, EVLOOP_ONCE), 0);
+  cr_assert_eq(order_len, 3, "%d callbacks", order_len);
+  cr_assert_eq(order[1], 2, "B first, then the socket's callback");
+  cr_assert_eq(order[2], 99);
+  event_free(io);
+  close(sv[0]);
+  close(sv[1]);
+}
+
+/* A zero timeout runs at the next loop iteration when the adapter's event
+ * waits for a deadline CLOCK_MONOTONIC has just passed: libevent measures
+ * the event's wait with its coarse clock, up to a tick behind, and would
+ * run it only once that clock got there. T is added for 1 ms; as soon as
+ * the precise clock reaches T's ms, Z is added with a zero timeout, and
+ * one non-blocking iteration runs both, T first. (Z waited for libevent's
+ * clock: in almost every run, none ran.) */
+Test(event,
+     a_zero_timeout_runs_at_the_next_iteration_ahead_of_the_coarse_clock) {
+  struct probe t, z;
+  int64_t t_ms;
+  probe_init(&t, 1, 0);
+  probe_init(&z, 2, 0);
+  order_len = 0;
+  probe_add(&t, 1000);
+  t_ms = (t.due + MS - 1) / MS; /* the ms T is due at */
+  while (mono_ns() < t_ms * MS)
+    ;
+  probe_add(&z, 0);
+  cr_assert_geq(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+  cr_assert_eq(order_len, 2, "%d callbacks", order_len);
+  cr_assert_eq(order[0], 1);
+  cr_assert_eq(order[1], 2);
+}
+
 /* --- free from inside callbacks (libevent's test_event_free_*) ----------- */
 
 static struct probe *later_probe;

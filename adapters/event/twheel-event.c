@@ -146,35 +146,6 @@ int tw_ev_stats(const tw_ev *d, tw_stats *out) {
 }
 
 /*
- * The driver's `arm`: adds the event for `at` (ms of CLOCK_MONOTONIC), or
- * deletes it for TW_NEVER. libevent counts the wait from its own clock,
- * CLOCK_MONOTONIC_COARSE by default, which lags the precise one by up to a
- * tick: measuring the wait from that clock keeps it from waking before the
- * deadline (a base with EVENT_BASE_FLAG_PRECISE_TIMER wakes up to a tick
- * later instead). Inside a callback libevent counts from the time it cached
- * when the iteration began, so that cache is brought up to date first. A
- * time already reached waits 0.
- */
-static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
-  tw_ev *d = adapter_of(driver);
-  uint64_t target = at >= NS_MAX / NS_PER_MS ? NS_MAX : at * NS_PER_MS;
-  uint64_t from = clock_ns(LOOP_CLOCK);
-  uint64_t wait = 0;
-  struct timeval tv;
-
-  (void)from_expiry; /* libevent never reruns an event in the same pass */
-  if (at == TW_NEVER)
-    return event_del(d->ev) == 0 ? 0 : -1;
-  if (target > from && target > clock_ns(CLOCK_MONOTONIC))
-    wait = target - from;                    /* not due yet */
-  wait = (wait + NS_PER_US - 1) / NS_PER_US; /* us, rounded up */
-  tv.tv_sec = (time_t)(wait / US_PER_S);
-  tv.tv_usec = (suseconds_t)(wait % US_PER_S);
-  event_base_update_cache_time(d->base);
-  return event_add(d->ev, &tv) == 0 ? 0 : -1;
-}
-
-/*
  * Whether libevent has activated the adapter's event and not yet run it:
  * its callback then runs later in this loop iteration (or in a later one,
  * after event_base_loopbreak, or behind events of a higher priority, a
@@ -187,6 +158,46 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
  */
 static int wakeup_queued(const tw_ev *d) {
   return (d->ev->ev_evcallback.evcb_flags & EVLIST_ACTIVE) != 0;
+}
+
+/*
+ * The driver's `arm`: adds the event for `at` (ms of CLOCK_MONOTONIC), or
+ * deletes it for TW_NEVER. libevent counts the wait from its own clock,
+ * CLOCK_MONOTONIC_COARSE by default, which lags the precise one by up to a
+ * tick: measuring the wait from that clock keeps it from waking before the
+ * deadline (a base with EVENT_BASE_FLAG_PRECISE_TIMER wakes up to a tick
+ * later instead). Inside a callback libevent counts from the time it cached
+ * when the iteration began, so that cache is brought up to date first. A
+ * time already reached waits 0, with two cases apart, where an event
+ * activated already comes before what the next dispatch polls, as
+ * libevent's own activated events do: when the event is activated and not
+ * yet run, it is left so (re-adding would cancel the activation); and when
+ * a callback of this wakeup called event_base_loopbreak, the event is
+ * activated again rather than added (added, the timers the break left ran
+ * after the I/O callbacks of the next dispatch).
+ */
+static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
+  tw_ev *d = adapter_of(driver);
+  uint64_t target = at >= NS_MAX / NS_PER_MS ? NS_MAX : at * NS_PER_MS;
+  uint64_t from = clock_ns(LOOP_CLOCK);
+  uint64_t wait = 0;
+  struct timeval tv;
+
+  if (at == TW_NEVER)
+    return event_del(d->ev) == 0 ? 0 : -1;
+  if (target > from && target > clock_ns(CLOCK_MONOTONIC))
+    wait = target - from; /* not due yet */
+  if (wait == 0 && wakeup_queued(d))
+    return 0;
+  if (wait == 0 && from_expiry && event_base_got_break(d->base)) {
+    event_active(d->ev, EV_TIMEOUT, 1);
+    return 0;
+  }
+  wait = (wait + NS_PER_US - 1) / NS_PER_US; /* us, rounded up */
+  tv.tv_sec = (time_t)(wait / US_PER_S);
+  tv.tv_usec = (suseconds_t)(wait % US_PER_S);
+  event_base_update_cache_time(d->base);
+  return event_add(d->ev, &tv) == 0 ? 0 : -1;
 }
 
 static void on_wakeup(evutil_socket_t fd, short what, void *arg) {
@@ -264,7 +275,7 @@ void tw_ev_timer_free(tw_ev_timer *t) {
 int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
   tw_ev *d;
   uint64_t now, span, expiry, deadline, period;
-  int queued, after_break;
+  int queued, after_break, rearm;
 
   if (!t || !(d = t->tw__timer.data) || d->driver.closed)
     return -1;
@@ -291,12 +302,17 @@ int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
   after_break = queued && event_base_got_break(d->base);
   if (queued && !after_break)
     tw_driver_fence(&d->driver);
+  /* Not queued, a zero timeout re-arms: the event may be armed for an
+   * earlier deadline that CLOCK_MONOTONIC has passed and libevent's coarse
+   * clock, up to a tick behind, has not, and would wake that much after
+   * the next iteration. */
+  rearm = after_break || (!queued && span == 0);
   if (tw_timer_start_at(d->driver.wheel, &t->tw__timer, on_timer, deadline,
                         period) != 0)
     return -1;
   t->tw__expiry = expiry;
-  if ((after_break ? tw_driver_rearm(&d->driver, deadline)
-                   : tw_driver_started(&d->driver, deadline)) != 0) {
+  if ((rearm ? tw_driver_rearm(&d->driver, deadline)
+             : tw_driver_started(&d->driver, deadline)) != 0) {
     tw_timer_stop(d->driver.wheel, &t->tw__timer);
     tw_driver_stopped(&d->driver);
     return -1;

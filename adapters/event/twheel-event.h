@@ -47,8 +47,9 @@
  * Loop control, as libevent. event_base_loopbreak() from a tw_ev_timer
  * callback takes effect when that callback returns: no other callback runs
  * in that dispatch, and the timers that were due with it stay due and run
- * first, in order, at the next dispatch (libevent leaves its activated
- * events for the next dispatch too). event_base_loopexit(base, NULL) lets
+ * first, in order, at the next dispatch, before the I/O callbacks it polls
+ * (libevent leaves its activated events for the next dispatch too: the
+ * adapter's event is activated again). event_base_loopexit(base, NULL) lets
  * the other timers due at that wakeup run first, as libevent runs the
  * events it had activated before the exit. event_base_get_running_event()
  * inside a callback names the adapter's one event.
@@ -82,6 +83,12 @@
  *    Loop with EVLOOP_ONCE until what you wait for ran (libevent's own
  *    timers would block until one of them ran);
  *  - tw_ev_timer_pending returns EV_TIMEOUT or 0, and 0 for NULL;
+ *  - an EV_PERSIST timer's next expiry is counted from the time of the
+ *    wakeup it runs in (or its previous expiry, while that is not passed),
+ *    not from libevent's cached time at its callback's turn: after an
+ *    earlier callback of the same wakeup calls
+ *    event_base_update_cache_time() and runs past its period, it may run
+ *    again at once, where libevent moves it a period on (not fixed);
  *  - no evthread locking: one thread (see Threads).
  *
  * Errors. Functions return 0 or -1 like libevent's; NULL arguments and an
