@@ -397,9 +397,9 @@ TW_EXTERN int tw_driver_rearm(tw_driver *d, uint64_t at);
  * (the loop timer, queued wakeup included, is then stopped). It has no
  * effect inside tw_driver_expired (a start there never runs in the same
  * wakeup); nothing happens after tw_driver_close or for NULL. Starts are
- * told apart modulo 2^47: a timer started 2^46 (7e13) or more starts
- * before the fence counts as started after it, and waits for the next
- * wakeup too.
+ * numbered modulo 2^47: the fence tells the timers started since it from
+ * the others while fewer than 2^47 (1.4e14) starts come between it and
+ * its wakeup.
  */
 TW_EXTERN void tw_driver_fence(tw_driver *d);
 

@@ -252,10 +252,16 @@ static inline uint64_t tw__next_start_fence(const tw_wheel *w) {
   return w->head.next_seq << TW__SEQ_SHIFT;
 }
 
-/* `t` was started at or after the fence `fence` (tw__next_start_fence),
- * compared modulo 2^47 as tw__fires_before does. */
-static inline int tw__after_fence(uint64_t fence, const tw_timer *t) {
-  return (int64_t)(t->tw__order - fence) >= 0;
+/* `t` was started at or after the fence `fence` (tw__next_start_fence of
+ * `w` when it was set): its sequence lies in [fence, next_seq) modulo
+ * 2^47, exact while fewer than 2^47 starts come between the fence and the
+ * test. (A signed comparison, as tw__fires_before makes, took a timer
+ * started 2^46 starts before the fence for one started after it: a fence
+ * set at every wakeup held it, and every timer after it, for ever.) */
+static inline int tw__after_fence(const tw_wheel *w, uint64_t fence,
+                                  const tw_timer *t) {
+  return (t->tw__order - fence) >> TW__SEQ_SHIFT <
+         (tw__next_start_fence(w) - fence) >> TW__SEQ_SHIFT;
 }
 
 static inline uint64_t tw__saturating_add(uint64_t base, uint64_t delta) {

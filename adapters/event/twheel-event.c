@@ -295,8 +295,8 @@ int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
    * and a program adding such timers at every iteration would hold back
    * every timer due for ever: the fence keeps this one out instead. After
    * event_base_loopbreak the activation waits for the next dispatch, where
-   * libevent's own timers added now run too: re-adding the event puts this
-   * one in the same wakeup.
+   * libevent's own timers added now run too: with no fence, this one runs
+   * in that wakeup (the re-arm leaves the activation as it is, arm).
    */
   queued = wakeup_queued(d);
   after_break = queued && event_base_got_break(d->base);

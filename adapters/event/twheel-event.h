@@ -165,7 +165,9 @@ TW_EXTERN tw_wheel *tw_ev_wheel(tw_ev *d);
  * wakeups (the event ran), empty_wakeups (it ran and no timer was due:
  * libevent's coarse clock woke it early, or the earliest timer had been
  * deleted or moved later), fired (tw_ev_timer callbacks run), rearms
- * (event_add or event_del calls on it) and maintenance (wakeups that ran
+ * (the event armed again, activated again after a loopbreak, or deleted:
+ * the driver's re-arms, tw_stats; one that found the event activated
+ * already touches nothing) and maintenance (wakeups that ran
  * no callback because they only moved timers for the wheel's paced work,
  * put a crowded millisecond in order, or met a fence: tw_stats, twheel.h).
  * -1 for NULL arguments or an adapter being freed.
@@ -206,11 +208,15 @@ TW_EXTERN void tw_ev_timer_free(tw_ev_timer *t);
  *    iteration would then hold back every timer for ever. Should the
  *    activation itself wait for a later iteration (events of a higher
  *    priority ran first, event_base_loopcontinue, a dispatch limit), the
- *    timer runs one iteration after it; after event_base_loopbreak the add
- *    re-adds the event, so the timer runs in the next dispatch's first
- *    iteration. Whether the event is activated is read from its flags, in
- *    the layout of event2/event_struct.h (libevent 2.1's ABI,
- *    libevent-2.1.so.7).
+ *    timer runs one iteration after it; after event_base_loopbreak the
+ *    activation waits for the next dispatch with no fence, and the timer
+ *    runs in it, in that dispatch's first iteration (before the I/O it
+ *    polls, where libevent runs its own timer added then after that I/O).
+ *    With the event not activated, the add re-arms it to wake at the next
+ *    iteration, since it may wait for an earlier deadline that libevent's
+ *    coarse clock, up to a tick behind, has not reached. Whether the event is
+ * activated is read from its flags, in the layout of event2/event_struct.h
+ * (libevent 2.1's ABI, libevent-2.1.so.7).
  *  - A sub-millisecond remainder is rounded up; huge values saturate.
  *  - A common-timeout token from event_base_init_common_timeout() (of any
  *    base) is taken as the duration it stands for.
@@ -227,7 +233,8 @@ TW_EXTERN void tw_ev_timer_free(tw_ev_timer *t);
  *    not make it pending either).
  * Cost: adding with a deadline not earlier than the one the timer event is
  * armed for (the idle-timeout reset) is a clock read plus an O(1) wheel
- * store, and does not touch libevent. -1
+ * store, and does not touch libevent; a zero timeout re-arms the event
+ * (above) unless it is activated. -1
  * for NULL t, a timer never assigned, or a timer of an adapter being freed
  * (inside the callback that called tw_ev_free; t unchanged), or if libevent
  * refused to arm its event (t is then not pending). Adding a timer of an
