@@ -445,7 +445,7 @@ static inline size_t run_callbacks(tw_wheel *w, size_t max_fire, size_t *work) {
     if (ran >= max_fire || *work == 0)
       break;
     tw_timer *t = tw__list_first(&w->firing);
-    if (w->fenced && tw__after_fence(w, w->fence, t))
+    if (w->fenced && tw__after_fence(w, t))
       break; /* due, it runs at the next advance */
     tw__disarm(w, t);
     if (t->tw__repeat)

@@ -210,21 +210,25 @@ int tw__sort_slices(struct tw_sorting *s, tw_link *out, size_t *work) {
       break;
     case TW_SORT_MERGING: {
       tw_link *earlier = &s->pending[s->level], *later = &s->run;
-      if (!tw__list_empty(earlier) && !tw__list_empty(later) &&
-          tw__fires_before(tw__list_last(later), tw__list_first(earlier)))
-        tw__list_splice(&s->merged, later); /* all of it first */
-      if (!tw__list_empty(earlier) && !tw__list_empty(later) &&
-          !tw__fires_before(tw__list_first(later), tw__list_last(earlier)))
-        tw__list_splice(&s->merged, earlier); /* all of it first */
       if (!tw__list_empty(earlier) && !tw__list_empty(later)) {
-        if (*work == 0)
-          return 0;
-        (*work)--;
-        int later_first =
-            tw__fires_before(tw__list_first(later), tw__list_first(earlier));
-        move_first(later_first ? later : earlier, &s->merged);
+        if (tw__fires_before(tw__list_last(later), tw__list_first(earlier))) {
+          tw__list_splice(&s->merged, later); /* wholly first */
+        } else if (tw__fires_before(tw__list_last(earlier),
+                                    tw__list_first(later))) {
+          tw__list_splice(&s->merged, earlier); /* wholly first */
+        } else { /* they interleave: the earlier head, a unit */
+          if (*work == 0)
+            return 0;
+          (*work)--;
+          move_first(
+              tw__fires_before(tw__list_first(later), tw__list_first(earlier))
+                  ? later
+                  : earlier,
+              &s->merged);
+        }
         break;
       }
+      /* One is empty: the other follows whole. */
       tw__list_splice(&s->merged, earlier);
       tw__list_splice(&s->merged, later);
       tw__list_splice(&s->run, &s->merged);

@@ -172,8 +172,8 @@ struct tw_wheel {
   int due_unsorted;     /* a start appended a timer due before the last one */
   int unfinished;       /* the last advance used up its work budget */
   int fenced;           /* tw_driver_fence was called: the next advance stops
-                           before the first timer started since, one whose
-                           tw__order is at or after `fence` (tw__after_fence) */
+                           before the first timer started since
+                           (tw__after_fence) */
   uint64_t fence;       /* while fenced: the sequence bits it holds back */
   size_t collecting;    /* the level-0 slot at pos a budget stopped walking */
   int collect_in_order; /* ... the firing list it fills and collect_back are
@@ -252,16 +252,15 @@ static inline uint64_t tw__next_start_fence(const tw_wheel *w) {
   return w->head.next_seq << TW__SEQ_SHIFT;
 }
 
-/* `t` was started at or after the fence `fence` (tw__next_start_fence of
- * `w` when it was set): its sequence lies in [fence, next_seq) modulo
+/* `t` was started at or after w->fence (tw__next_start_fence when
+ * tw_driver_fence set it): its sequence lies in [fence, next_seq) modulo
  * 2^47, exact while fewer than 2^47 starts come between the fence and the
  * test. (A signed comparison, as tw__fires_before makes, took a timer
  * started 2^46 starts before the fence for one started after it: a fence
  * set at every wakeup held it, and every timer after it, for ever.) */
-static inline int tw__after_fence(const tw_wheel *w, uint64_t fence,
-                                  const tw_timer *t) {
-  return (t->tw__order - fence) >> TW__SEQ_SHIFT <
-         (tw__next_start_fence(w) - fence) >> TW__SEQ_SHIFT;
+static inline int tw__after_fence(const tw_wheel *w, const tw_timer *t) {
+  return (t->tw__order - w->fence) >> TW__SEQ_SHIFT <
+         (tw__next_start_fence(w) - w->fence) >> TW__SEQ_SHIFT;
 }
 
 static inline uint64_t tw__saturating_add(uint64_t base, uint64_t delta) {

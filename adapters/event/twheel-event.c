@@ -275,7 +275,7 @@ void tw_ev_timer_free(tw_ev_timer *t) {
 int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
   tw_ev *d;
   uint64_t now, span, expiry, deadline, period;
-  int queued, after_break, rearm;
+  int queued, rearm;
 
   if (!t || !(d = t->tw__timer.data) || d->driver.closed)
     return -1;
@@ -296,17 +296,16 @@ int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
    * every timer due for ever: the fence keeps this one out instead. After
    * event_base_loopbreak the activation waits for the next dispatch, where
    * libevent's own timers added now run too: with no fence, this one runs
-   * in that wakeup (the re-arm leaves the activation as it is, arm).
+   * in that wakeup, which is armed for no later than it.
    */
   queued = wakeup_queued(d);
-  after_break = queued && event_base_got_break(d->base);
-  if (queued && !after_break)
+  if (queued && !event_base_got_break(d->base))
     tw_driver_fence(&d->driver);
   /* Not queued, a zero timeout re-arms: the event may be armed for an
    * earlier deadline that CLOCK_MONOTONIC has passed and libevent's coarse
    * clock, up to a tick behind, has not, and would wake that much after
    * the next iteration. */
-  rearm = after_break || (!queued && span == 0);
+  rearm = !queued && span == 0;
   if (tw_timer_start_at(d->driver.wheel, &t->tw__timer, on_timer, deadline,
                         period) != 0)
     return -1;
