@@ -2,13 +2,16 @@
  * twheel: a hierarchical timing wheel for event loops.
  *
  * One wheel per loop keeps any number of timers while the loop itself holds
- * one timer: ask tw_next_expiry() when to wake, call tw_advance() when woken.
+ * one timer: ask tw_next_wakeup() when to wake (tw_next_expiry() is the
+ * earliest deadline), call tw_advance_slice() or tw_advance() when woken.
  * The wheel knows nothing about clocks: time is an unsigned 64-bit tick count
  * in the caller's unit (the adapters use milliseconds).
  *
  * Guarantees (the numbered rules of the design contract):
  *  - never early: a timer fires in the first tw_advance(now) with
- *    now >= deadline, exact to the tick whatever level it waited in;
+ *    now >= deadline, exact to the tick whatever level it waited in (unless
+ *    a budget or tw_break ended that advance first, the timer was started
+ *    during it, or a fence holds it back: then in a later one, rule 1);
  *  - FIFO: one advance runs callbacks in deadline order, equal deadlines in
  *    the order of their latest start (start, start_at, again, repeat re-arm);
  *  - O(1) start, stop and re-arm; tw_advance and tw_next_expiry cost

@@ -169,6 +169,13 @@ static void run_alone(struct probe *p, short flags,
   cr_assert_eq(event_base_dispatch(base), 1);
 }
 
+/* The size twheel-event.h and README.md state for x86-64. */
+Test(event, a_timer_is_80_bytes) {
+#if defined(__x86_64__)
+  cr_assert_eq(sizeof(tw_ev_timer), 80);
+#endif
+}
+
 /* --- libevent's test_simpletimeout ------------------------------------ */
 
 Test(event, one_shot_runs_once_never_early_then_dispatch_returns) {

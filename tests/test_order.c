@@ -631,6 +631,39 @@ Test(order, nested_advance_from_a_callback_does_nothing) {
   cr_assert(tw_timer_is_active(&p[1].timer));
 }
 
+static void slice_inside(struct probe *p) {
+  (void)p;
+  cr_assert_eq(tw_advance_slice(wheel_, 1000, TW_SLICE), 0);
+}
+
+/* The functions added after the first contract, with bad input: NULL
+ * gives TW_NEVER or 0 and does nothing; a nested tw_advance_slice returns 0
+ * and changes nothing, like a nested tw_advance; tw_break outside an
+ * advance leaves the next advance whole; a budget of 0 moves the time and
+ * runs nothing. */
+Test(order, the_later_functions_refuse_null_and_nesting) {
+  static struct probe p[3];
+  probes_init(p, 3);
+  cr_assert_eq(tw_next_wakeup(NULL), TW_NEVER);
+  cr_assert_eq(tw_next_expiry(NULL), TW_NEVER);
+  cr_assert_eq(tw_advance_slice(NULL, 5, TW_SLICE), 0);
+  cr_assert_eq(tw_moves(NULL), 0);
+  tw_break(NULL);
+  p[0].then = slice_inside;
+  start(&p[0], 5, 0);
+  start(&p[1], 6, 0);
+  start(&p[2], 500, 0);
+  cr_assert_eq(tw_advance_slice(wheel_, 10, 0), 0);
+  cr_assert_eq(tw_now(wheel_), 10);
+  EXPECT_NONE();
+  tw_break(wheel_); /* outside an advance: nothing */
+  cr_assert_eq(tw_advance_slice(wheel_, 10, TW_SLICE), 2);
+  EXPECT_FIRED(0, 1);
+  cr_assert_eq(tw_now(wheel_), 10);
+  cr_assert(tw_timer_is_active(&p[2].timer));
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+}
+
 static void check_next_expiry(struct probe *p) {
   (void)p;
   cr_assert_leq(tw_next_expiry(wheel_), tw_now(wheel_));

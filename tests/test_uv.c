@@ -194,6 +194,12 @@ static struct census census(void) {
   return c;
 }
 
+/* The size twheel-uv.h and README.md state for LP64. */
+Test(uv, a_timer_is_80_bytes) {
+  if (sizeof(void *) == 8)
+    cr_assert_eq(sizeof(tw_uv_timer_t), 80);
+}
+
 /* ==== libuv's timer tests, ported in intent ==== */
 
 /* timer_init */

@@ -3,10 +3,11 @@
  *
  * One tw_ev per struct event_base owns one wheel (in milliseconds) and one
  * libevent timer event. That event is armed for the wheel's next expiry,
- * re-armed only when the earliest deadline moves earlier or a wakeup
- * consumed it, and deleted when the wheel is empty, so event_base_dispatch()
- * returns when nothing else is pending. Any number of tw_ev_timers add
- * exactly one event to the base.
+ * re-armed only when the earliest deadline moves earlier, a wakeup consumed
+ * it, or a zero timeout is added while it is not activated (see
+ * tw_ev_timer_add), and deleted when the wheel is empty, so
+ * event_base_dispatch() returns when nothing else is pending. Any number of
+ * tw_ev_timers add exactly one event to the base.
  *
  * The tw_ev_timer_* calls are drop-in replacements for evtimer_* (and for
  * event_assign/event_new with EV_PERSIST and fd -1): the callback is an
@@ -92,7 +93,8 @@
  *  - no evthread locking: one thread (see Threads).
  *
  * Errors. Functions return 0 or -1 like libevent's; NULL arguments and an
- * adapter that is being freed give -1 (tw_ev_timer_pending: 0, see there).
+ * adapter that is being freed give -1 (tw_ev_timer_pending: 0, and
+ * tw_ev_timer_del: 0, its timers being inactive already; see there).
  */
 #ifndef TWHEEL_EVENT_H
 #define TWHEEL_EVENT_H

@@ -56,7 +56,9 @@
  *  - tw_uv_timer_get_due_in of a stopped timer is 0 (libuv keeps the
  *    stopped deadline);
  *  - tw_uv_timer_again on a closing adapter gives UV_EINVAL (libuv's again
- *    on a closing handle returns 0), and so does any call on a zeroed timer;
+ *    on a closing handle returns 0), and so do start, stop and again on a
+ *    zeroed, never initialised timer (its getters give 0, and set_repeat,
+ *    ref and unref do nothing);
  *    once close_cb has run, the adapter's memory is gone, and starting one
  *    of its timers again is undefined (tw_uv_close);
  *  - on libuv 1.44, the newer libuvs' behaviours above (0 ms from a
@@ -174,8 +176,9 @@ TW_EXTERN int tw_uv_stats(const tw_uv *d, tw_stats *out);
  * Like uv_timer_init(): the timer is inactive, never started, repeat 0,
  * referenced; `data` is left as it is. Do not call it on an active timer
  * (stop it first), as with libuv. UV_EINVAL for NULL or a closing adapter.
- * A timer that was never initialised is refused by every function with
- * UV_EINVAL when its memory is zeroed (garbage memory cannot be detected).
+ * A timer that was never initialised is refused by start, stop and again
+ * with UV_EINVAL when its memory is zeroed (its getters give 0, and
+ * set_repeat, ref and unref do nothing; garbage memory cannot be detected).
  */
 TW_EXTERN int tw_uv_timer_init(tw_uv *d, tw_uv_timer_t *handle);
 
