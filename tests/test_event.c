@@ -953,6 +953,44 @@ Test(event, zero_timeout_added_after_a_loopbreak_runs_in_the_next_dispatch) {
   event_free(plain);
 }
 
+/* The same break, from a plain timer that first adds a zero timeout (Y):
+ * the adapter's event is activated behind it, so Y is fenced out of that
+ * wakeup. The break leaves the wakeup to the next dispatch, where Y and a
+ * zero timeout added after the break (Z) run, as libevent's own would. (A
+ * fence that outlived the break held both back one more dispatch.) */
+static struct probe *added_before_the_break;
+static void plain_timer_adds_zero_then_breaks(evutil_socket_t fd, short what,
+                                              void *arg) {
+  (void)fd;
+  (void)what;
+  (void)arg;
+  probe_add(added_before_the_break, 0);
+  event_base_loopbreak(base);
+}
+
+Test(event, a_loopbreak_ends_the_fence_of_a_zero_timeout_added_before_it) {
+  struct probe t, y, z;
+  struct timeval four = {0, 4000};
+  struct event *breaker =
+      evtimer_new(base, plain_timer_adds_zero_then_breaks, NULL);
+  probe_init(&t, 1, 0);
+  probe_init(&y, 2, 0);
+  probe_init(&z, 3, 0);
+  added_before_the_break = &y;
+  evtimer_add(breaker, &four); /* runs first, before the adapter's event */
+  probe_add(&t, 5000);
+  sleep_ns(20 * MS); /* both due: activated in the same iteration */
+  cr_assert_geq(event_base_loop(base, EVLOOP_ONCE), 0);
+  cr_assert(event_base_got_break(base));
+  cr_assert_eq(t.calls + y.calls, 0, "the break came first");
+  probe_add(&z, 0);
+  cr_assert_geq(event_base_loop(base, EVLOOP_ONCE), 0);
+  cr_assert_eq(t.calls, 1);
+  cr_assert_eq(y.calls, 1, "Y was held back past the break");
+  cr_assert_eq(z.calls, 1);
+  event_free(breaker);
+}
+
 /* After a loopbreak from a tw_ev_timer callback, the timers due with it
  * run at the next dispatch before the I/O callbacks that dispatch polls,
  * as libevent's activated events do: B, then the socket's callback. (The

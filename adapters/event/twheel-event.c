@@ -275,7 +275,7 @@ void tw_ev_timer_free(tw_ev_timer *t) {
 int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
   tw_ev *d;
   uint64_t now, span, expiry, deadline, period;
-  int queued, rearm;
+  int queued, after_break, rearm;
 
   if (!t || !(d = t->tw__timer.data) || d->driver.closed)
     return -1;
@@ -296,16 +296,21 @@ int tw_ev_timer_add(tw_ev_timer *t, const struct timeval *tv) {
    * every timer due for ever: the fence keeps this one out instead. After
    * event_base_loopbreak the activation waits for the next dispatch, where
    * libevent's own timers added now run too: with no fence, this one runs
-   * in that wakeup, which is armed for no later than it.
+   * in that wakeup, which is armed for no later than it; and the re-arm
+   * ends a fence an add took before the break (tw_driver_rearm; the
+   * activation stays, arm), which would hold this timer back with the
+   * earlier one for one more dispatch
+   * (a_loopbreak_ends_the_fence_of_a_zero_timeout_added_before_it).
    */
   queued = wakeup_queued(d);
-  if (queued && !event_base_got_break(d->base))
+  after_break = queued && event_base_got_break(d->base);
+  if (queued && !after_break)
     tw_driver_fence(&d->driver);
   /* Not queued, a zero timeout re-arms: the event may be armed for an
    * earlier deadline that CLOCK_MONOTONIC has passed and libevent's coarse
    * clock, up to a tick behind, has not, and would wake that much after
    * the next iteration. */
-  rearm = !queued && span == 0;
+  rearm = after_break || (!queued && span == 0);
   if (tw_timer_start_at(d->driver.wheel, &t->tw__timer, on_timer, deadline,
                         period) != 0)
     return -1;

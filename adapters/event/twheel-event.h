@@ -90,6 +90,12 @@
  *    earlier callback of the same wakeup calls
  *    event_base_update_cache_time() and runs past its period, it may run
  *    again at once, where libevent moves it a period on (not fixed);
+ *  - arming its event, from an add or at the end of a wakeup, the adapter
+ *    refreshes libevent's cached time (event_base_update_cache_time), so
+ *    that the wait is counted from the present: a plain event added after
+ *    that in the same callback counts its timeout from the refreshed time,
+ *    not from the iteration's start (it runs later than with libevent,
+ *    never earlier);
  *  - no evthread locking: one thread (see Threads).
  *
  * Errors. Functions return 0 or -1 like libevent's; NULL arguments and an
@@ -213,7 +219,11 @@ TW_EXTERN void tw_ev_timer_free(tw_ev_timer *t);
  *    timer runs one iteration after it; after event_base_loopbreak the
  *    activation waits for the next dispatch with no fence, and the timer
  *    runs in it, in that dispatch's first iteration (before the I/O it
- *    polls, where libevent runs its own timer added then after that I/O).
+ *    polls, where libevent runs its own timer added then after that I/O);
+ *    such an add also ends the fence of a timer added before the break,
+ *    which then runs with it. A timer fenced before a break with no add
+ *    after it runs one dispatch later than libevent's would (the wakeup
+ *    cannot tell that a break came between).
  *    With the event not activated, the add re-arms it to wake at the next
  *    iteration, since it may wait for an earlier deadline that libevent's
  *    coarse clock, up to a tick behind, has not reached. Whether the event is

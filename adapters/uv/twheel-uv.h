@@ -77,6 +77,12 @@
  *    adapter takes that start for one from a check or close callback, whose
  *    timer phase comes after the poll, and no libuv 1.44 callback tells it
  *    otherwise without making the loop spin;
+ *  - re-arming is lazy: a stop, or a reset to a later deadline, of the
+ *    timer the loop timer waits for leaves the loop timer as it is; its
+ *    wakeup then runs nothing (empty_wakeups, tw_uv_stats) and re-arms, so
+ *    uv_run(UV_RUN_ONCE) can return after it with no callback run, where
+ *    libuv's would block until the next timer ran: loop until what you
+ *    wait for has run;
  *  - between twheel timers and the plain uv_timer_ts of the same loop, the
  *    order within one pass is not defined: the twheel timers all run when
  *    the one loop timer does (on libuv 1.44 possibly at the prepare phase).
