@@ -83,15 +83,14 @@ static uint64_t min_u64(uint64_t a, uint64_t b) {
  * any level (a level's first slot holds its earliest deadlines, and every
  * slot of a level starts after the lower levels' blocks). A dirty winner is
  * made exact by re-filing it when that is cheap (wheel.h): while the
- * call's re-filings stay within TW_RESCAN_LIMIT timers in all, or however
+ * call's re-filings stay within `refile_left` timers in all, or however
  * many it takes when no more than that are active (the answer is then
  * always exact; each re-filing leaves one more slot exact, so that a call
  * re-files at most 64 slots of at most 64 timers). One
  * slot at a time, without the cap, a call re-filed every dirty slot that
  * idle resets had left in a row (32,000 timers for 500 such slots).
  */
-static uint64_t earliest_in_slots(tw_wheel *w) {
-  size_t refile_left = TW_RESCAN_LIMIT;
+static uint64_t earliest_in_slots(tw_wheel *w, size_t refile_left) {
   for (;;) {
     uint64_t best = TW_NEVER;
     size_t best_index = TW_SLOT_COUNT;
@@ -117,11 +116,19 @@ static uint64_t earliest_in_slots(tw_wheel *w) {
   }
 }
 
+/*
+ * One call re-files at most TW_RESCAN_LIMIT timers in all (rule 8): those
+ * the end of a paused walk moves on count against what the slots' search
+ * may re-file, and the search is skipped when a timer due by pos answers
+ * (every slot starts after pos). Each had its own 64 before, and a call
+ * re-filed 128 (rule8_one_next_expiry_refiles_at_most_64_after_a_paused_walk).
+ */
 uint64_t tw_next_expiry(tw_wheel *w) {
-  uint64_t earliest;
+  uint64_t earliest, moves;
 
   if (!w || w->free_pending)
     return TW_NEVER;
+  moves = w->moves;
   if (w->collecting != TW_SLOT_COUNT &&
       (w->head.slots[w->collecting].count == 0 ||
        (tw__is_dirty(w, w->collecting) &&
@@ -137,7 +144,11 @@ uint64_t tw_next_expiry(tw_wheel *w) {
     earliest = min_u64(earliest, w->head.slots[w->collecting].min);
   if (tw__sort_holds_timers(&w->sorting)) /* the tick at pos's timers */
     earliest = min_u64(earliest, w->head.pos);
-  return min_u64(earliest, earliest_in_slots(w));
+  if (earliest <= w->head.pos)
+    return earliest;
+  moves = w->moves - moves; /* by the walk's end: no more than its limit */
+  return min_u64(earliest,
+                 earliest_in_slots(w, TW_RESCAN_LIMIT - (size_t)moves));
 }
 
 uint64_t tw__next_times(tw_wheel *w, uint64_t *expiry) {

@@ -570,6 +570,78 @@ Test(wheel, rule8_one_next_expiry_refiles_at_most_64_timers) {
 }
 
 /*
+ * The same bound when the call first ends a walk a budget paused (helper
+ * 38's probe): tick 100's slot, dirty, its 64 timers left moved later, and
+ * tick 150's slot, dirty, its 64 moved later too. Ending the walk re-files
+ * the 64 and then the search may re-file no more; the answer, from the
+ * timers the walk took, is exact. Once the walk's 64 could be re-filed and
+ * then 64 more by the search, 128 in one call.
+ */
+Test(wheel, rule8_one_next_expiry_refiles_at_most_64_after_a_paused_walk) {
+  enum { A = 100, B = 64 };
+  static struct probe p[A + B];
+  uint64_t moves;
+  probes_init(p, A + B);
+  for (int i = 0; i < A + B; i++)
+    start_at(&p[i], i < A ? 100 : 150);
+  /* 18 from each end of tick 100: p[0], its minimum's holder, goes; 64
+   * are left, p[18..81] */
+  cr_assert_eq(tw_advance_slice(wheel_, 100, 36), 0);
+  for (int i = 18; i < 82; i++)
+    start_at(&p[i], 5000 + (uint64_t)i);
+  for (int i = A; i < A + B; i++)
+    start_at(&p[i], 9000 + (uint64_t)i);
+  moves = tw_moves(wheel_);
+  cr_assert_eq(tw_next_expiry(wheel_), 100);
+  cr_assert_leq(tw_moves(wheel_) - moves, 64, "one call re-filed %llu",
+                (unsigned long long)(tw_moves(wheel_) - moves));
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_eq(tw_advance(wheel_, 100, TW_ALL), 36);
+  log_len = 0;
+}
+
+/* The walk's end found only stale timers (all of tick 100's moved later
+ * before the slice): its 64 re-filings leave the search none, so tick
+ * 150's dirty slot answers as it is, early (more than 64 are active). */
+Test(wheel, rule8_a_paused_walk_s_refilings_count_against_the_search) {
+  enum { A = 100, B = 64 };
+  static struct probe p[A + B];
+  uint64_t moves, at;
+  probes_init(p, A + B);
+  for (int i = 0; i < A + B; i++)
+    start_at(&p[i], i < A ? 100 : 150);
+  for (int i = 0; i < A + B; i++)
+    start_at(&p[i], (i < A ? 5000 : 9000) + (uint64_t)i);
+  cr_assert_eq(tw_advance_slice(wheel_, 100, 36), 0); /* 36 re-filed */
+  moves = tw_moves(wheel_);
+  at = tw_next_expiry(wheel_);
+  cr_assert_eq(tw_moves(wheel_) - moves, 64, "one call re-filed %llu",
+               (unsigned long long)(tw_moves(wheel_) - moves));
+  cr_assert_eq(at, 150); /* tick 150's dirty bound, not re-filed */
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_eq(tw_advance(wheel_, 10000, TW_ALL), A + B);
+  log_len = 0;
+}
+
+/* While a timer due by pos waits (max_fire left it), it is the answer, and
+ * no slot is searched: tick 150's dirty slot is not re-filed. */
+Test(wheel, next_expiry_refiles_nothing_while_a_due_timer_answers) {
+  static struct probe p[12];
+  uint64_t moves;
+  probes_init(p, 12);
+  for (int i = 0; i < 12; i++)
+    start_at(&p[i], i < 2 ? 100 : 150);
+  for (int i = 2; i < 12; i++)
+    start_at(&p[i], 9000 + (uint64_t)i); /* later: tick 150's slot is dirty */
+  cr_assert_eq(tw_advance(wheel_, 100, 1), 1);
+  moves = tw_moves(wheel_);
+  cr_assert_eq(tw_next_expiry(wheel_), 100);
+  cr_assert_eq(tw_moves(wheel_), moves);
+  cr_assert_eq(tw_advance(wheel_, 10000, TW_ALL), 11);
+  log_len = 0;
+}
+
+/*
  * A timer re-armed earlier stays in its slot while the new deadline is no
  * earlier than the slot's start (wheel.c, stays_in_slot). The slot's
  * minimum must follow it down, whether it held the minimum or not, and a
