@@ -623,24 +623,6 @@ Test(wheel, rule8_a_paused_walk_s_refilings_count_against_the_search) {
   log_len = 0;
 }
 
-/* While a timer due by pos waits (max_fire left it), it is the answer, and
- * no slot is searched: tick 150's dirty slot is not re-filed. */
-Test(wheel, next_expiry_refiles_nothing_while_a_due_timer_answers) {
-  static struct probe p[12];
-  uint64_t moves;
-  probes_init(p, 12);
-  for (int i = 0; i < 12; i++)
-    start_at(&p[i], i < 2 ? 100 : 150);
-  for (int i = 2; i < 12; i++)
-    start_at(&p[i], 9000 + (uint64_t)i); /* later: tick 150's slot is dirty */
-  cr_assert_eq(tw_advance(wheel_, 100, 1), 1);
-  moves = tw_moves(wheel_);
-  cr_assert_eq(tw_next_expiry(wheel_), 100);
-  cr_assert_eq(tw_moves(wheel_), moves);
-  cr_assert_eq(tw_advance(wheel_, 10000, TW_ALL), 11);
-  log_len = 0;
-}
-
 /*
  * A timer re-armed earlier stays in its slot while the new deadline is no
  * earlier than the slot's start (wheel.c, stays_in_slot). The slot's
