@@ -212,16 +212,17 @@ TW_EXTERN uint64_t tw_timer_deadline(const tw_timer *t);
  *  - it was stopped, moved later, or re-armed for a time before the part
  *    of the wheel it sat in (which then keeps its former deadline as a
  *    bound) before this call, and making the answer exact would re-file
- *    more than 64 timers in this call (that part holds more than 64, or,
- *    with more than 64 timers active, such parts come one after another):
+ *    too many timers in this call (that part holds more than 64, or, with
+ *    more than 64 timers active, such parts come one after another past
+ *    1,024 re-filings):
  *    the answer is then the former deadline, and the advance at that time
  *    moves those timers on (work it would do a moment later anyway)
  *    instead of this call visiting them all. With a million timers this
  *    keeps the answer O(1).
  * In the randomized differential test about 0.01% of answers are early.
- * It re-files at most 64 timers whose deadlines were moved later (hence the
- * non-const wheel), or, with no more than 64 active, as many as make the
- * answer exact; that work is paid for by those moves.
+ * It re-files at most 1,024 timers whose deadlines were moved later (hence
+ * the non-const wheel), or, with no more than 64 active, as many as make
+ * the answer exact; that work is paid for by those moves.
  */
 TW_EXTERN uint64_t tw_next_expiry(tw_wheel *w);
 

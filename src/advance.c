@@ -82,13 +82,14 @@ static uint64_t min_u64(uint64_t a, uint64_t b) {
  * The earliest deadline in the slots: the smallest first-slot minimum of
  * any level (a level's first slot holds its earliest deadlines, and every
  * slot of a level starts after the lower levels' blocks). A dirty winner is
- * made exact by re-filing it when that is cheap (wheel.h): while the
- * call's re-filings stay within `refile_left` timers in all, or however
- * many it takes when no more than that are active (the answer is then
- * always exact; each re-filing leaves one more slot exact, so that a call
- * re-files at most 64 slots of at most 64 timers). One
- * slot at a time, without the cap, a call re-filed every dirty slot that
- * idle resets had left in a row (32,000 timers for 500 such slots).
+ * made exact by re-filing it when that is cheap (wheel.h): when it holds
+ * no more than TW_RESCAN_LIMIT timers and the call's re-filings stay
+ * within `refile_left` in all, or however many it takes when no more than
+ * TW_RESCAN_LIMIT are active (the answer is then always exact; each
+ * re-filing leaves one more slot exact, so that a call re-files at most 64
+ * slots of at most 64 timers). One slot at a time, without the cap, a
+ * call re-filed every dirty slot that idle resets had left in a row
+ * (32,000 timers for 500 such slots).
  */
 static uint64_t earliest_in_slots(tw_wheel *w, size_t refile_left) {
   for (;;) {
@@ -109,7 +110,8 @@ static uint64_t earliest_in_slots(tw_wheel *w, size_t refile_left) {
     if (best_index == TW_SLOT_COUNT || !tw__is_dirty(w, best_index))
       return best;
     size_t count = w->head.slots[best_index].count;
-    if (count > refile_left && w->head.count > TW_RESCAN_LIMIT)
+    if ((count > refile_left || count > TW_RESCAN_LIMIT) &&
+        w->head.count > TW_RESCAN_LIMIT)
       return best;
     refile_left = count < refile_left ? refile_left - count : 0;
     tw__rescan(w, best_index);
@@ -117,7 +119,7 @@ static uint64_t earliest_in_slots(tw_wheel *w, size_t refile_left) {
 }
 
 /*
- * One call re-files at most TW_RESCAN_LIMIT timers in all (rule 8): the
+ * One call re-files at most TW_EXPIRY_REFILES timers in all (rule 8): the
  * end of a paused walk may move on every timer left in it, which counts
  * against what the slots' search may re-file. Each had its own 64 before,
  * and a call re-filed 128
@@ -129,7 +131,7 @@ static uint64_t earliest_in_slots(tw_wheel *w, size_t refile_left) {
  */
 uint64_t tw_next_expiry(tw_wheel *w) {
   uint64_t earliest;
-  size_t refile_left = TW_RESCAN_LIMIT;
+  size_t refile_left = TW_EXPIRY_REFILES;
 
   if (!w || w->free_pending)
     return TW_NEVER;

@@ -536,15 +536,18 @@ Test(wheel, rule8_next_expiry_follows_a_timer_moved_later) {
 }
 
 /*
- * Rule 8's bound: one tw_next_expiry re-files at most 64 timers. 64
- * timers due at each of ticks 1-60, all reset far later, leave 60 dirty
- * slots in a row, each worth re-filing alone; the answer is a bound then
- * (a wasted wakeup), never later than the earliest deadline, and the
- * advances that follow move the timers on and fire none of them early.
- * Without the cap one call re-filed all 3,840.
+ * Rule 8's bound: one tw_next_expiry re-files at most 1,024 timers
+ * (TW_EXPIRY_REFILES). 64 timers due at each of ticks 1-60, all reset far
+ * later, leave 60 dirty slots in a row, each worth re-filing alone: one
+ * call re-files 16 of them; the answer is a bound then (a wasted wakeup),
+ * never later than the earliest deadline, and the advances that follow
+ * move the timers on and fire none of them early. Without the cap one
+ * call re-filed all 3,840.
  */
-Test(wheel, rule8_one_next_expiry_refiles_at_most_64_timers) {
-  enum { TICKS = 60, PER_TICK = 64 }; /* fewer firings than LOG_MAX */
+enum { REFILES = 1024, DIRTY_SLOT = 64 }; /* TW_EXPIRY_REFILES, _RESCAN_LIMIT */
+
+Test(wheel, rule8_one_next_expiry_refiles_at_most_1024_timers) {
+  enum { TICKS = 60, PER_TICK = DIRTY_SLOT }; /* fewer firings than LOG_MAX */
   static struct probe p[TICKS * PER_TICK];
   uint64_t moves, at;
   probes_init(p, TICKS * PER_TICK);
@@ -554,8 +557,8 @@ Test(wheel, rule8_one_next_expiry_refiles_at_most_64_timers) {
     start_at(&p[i], 100000 + i);
   moves = tw_moves(wheel_);
   at = tw_next_expiry(wheel_);
-  cr_assert_leq(tw_moves(wheel_) - moves, 64, "one call re-filed %llu",
-                (unsigned long long)(tw_moves(wheel_) - moves));
+  cr_assert_eq(tw_moves(wheel_) - moves, REFILES, "one call re-filed %llu",
+               (unsigned long long)(tw_moves(wheel_) - moves));
   cr_assert_leq(at, 100000);
   for (int wasted = 0; (at = tw_next_expiry(wheel_)) < 100000; wasted++) {
     cr_assert_lt(wasted, TICKS, "no progress");
@@ -571,55 +574,66 @@ Test(wheel, rule8_one_next_expiry_refiles_at_most_64_timers) {
 
 /*
  * The same bound when the call first ends a walk a budget paused (helper
- * 38's probe): tick 100's slot, dirty, its 64 timers left moved later, and
- * tick 150's slot, dirty, its 64 moved later too. Ending the walk re-files
- * the 64 and then the search may re-file no more; the answer, from the
- * timers the walk took, is exact. Once the walk's 64 could be re-filed and
- * then 64 more by the search, 128 in one call.
+ * 38's probe, scaled): 100 timers due at tick 100, walked 36 by a slice
+ * (p[0], the minimum's holder, among them: the slot is dirty), the 64
+ * left moved later; and 16 dirty slots of 64 at ticks 150-165, moved
+ * later. The walk's end re-files its 64 (with `stale_too`, every timer of
+ * tick 100 was moved later first: the walk found none due), and the
+ * search then 15 slots: 1,024 in all. Once the walk and the search each
+ * had their own budget: 64 more in one call.
  */
-Test(wheel, rule8_one_next_expiry_refiles_at_most_64_after_a_paused_walk) {
-  enum { A = 100, B = 64 };
-  static struct probe p[A + B];
+#define PAUSED_WALK_SETUP(stale_too)                                           \
+  enum { A = 100, B = REFILES };                                               \
+  static struct probe p[A + B];                                                \
+  uint64_t moves, at;                                                          \
+  probes_init(p, A + B);                                                       \
+  for (int i = 0; i < A + B; i++)                                              \
+    start_at(&p[i], i < A ? 100 : 150 + (uint64_t)(i - A) / DIRTY_SLOT);       \
+  for (int i = (stale_too) ? 0 : A; i < A + B; i++)                            \
+    start_at(&p[i], 9000 + (uint64_t)i);                                       \
+  cr_assert_eq(tw_advance_slice(wheel_, 100, 36), 0);                          \
+  for (int i = 18; i < 82; i++) /* the 64 tick 100's walk left */              \
+    start_at(&p[i], 9000 + (uint64_t)i);                                       \
+  moves = tw_moves(wheel_);                                                    \
+  at = tw_next_expiry(wheel_);                                                 \
+  cr_assert_eq(tw_moves(wheel_) - moves, REFILES, "one call re-filed %llu",    \
+               (unsigned long long)(tw_moves(wheel_) - moves));                \
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1))
+
+/* A dirty slot of more than 64 timers is not re-filed whatever the call
+ * may still re-file: its bound answers (a wasted wakeup), and the advance
+ * at that time moves the timers on. */
+Test(wheel, rule8_a_dirty_slot_of_more_than_64_answers_its_bound) {
+  enum { N = DIRTY_SLOT + 1 };
+  static struct probe p[N];
   uint64_t moves;
-  probes_init(p, A + B);
-  for (int i = 0; i < A + B; i++)
-    start_at(&p[i], i < A ? 100 : 150);
-  /* 18 from each end of tick 100: p[0], its minimum's holder, goes; 64
-   * are left, p[18..81] */
-  cr_assert_eq(tw_advance_slice(wheel_, 100, 36), 0);
-  for (int i = 18; i < 82; i++)
-    start_at(&p[i], 5000 + (uint64_t)i);
-  for (int i = A; i < A + B; i++)
+  probes_init(p, N);
+  for (int i = 0; i < N; i++)
+    start_at(&p[i], 50);
+  for (int i = 0; i < N; i++)
     start_at(&p[i], 9000 + (uint64_t)i);
   moves = tw_moves(wheel_);
-  cr_assert_eq(tw_next_expiry(wheel_), 100);
-  cr_assert_leq(tw_moves(wheel_) - moves, 64, "one call re-filed %llu",
-                (unsigned long long)(tw_moves(wheel_) - moves));
-  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  cr_assert_eq(tw_next_expiry(wheel_), 50);
+  cr_assert_eq(tw_moves(wheel_), moves);
+  cr_assert_eq(tw_advance(wheel_, 50, TW_ALL), 0);
+  cr_assert_eq(tw_next_expiry(wheel_), 9000);
+}
+
+/* The walk took 36 due timers: they answer, exactly. */
+Test(wheel, rule8_one_next_expiry_refiles_at_most_1024_after_a_paused_walk) {
+  PAUSED_WALK_SETUP(0);
+  cr_assert_eq(at, 100);
   cr_assert_eq(tw_advance(wheel_, 100, TW_ALL), 36);
   log_len = 0;
 }
 
-/* The walk's end found only stale timers (all of tick 100's moved later
- * before the slice): its 64 re-filings leave the search none, so tick
- * 150's dirty slot answers as it is, early (more than 64 are active). */
+/* The walk found only stale timers (all of tick 100's moved later before
+ * the slice): tick 165's dirty slot, the 16th, answers as it is, early
+ * (more than 64 are active). */
 Test(wheel, rule8_a_paused_walk_s_refilings_count_against_the_search) {
-  enum { A = 100, B = 64 };
-  static struct probe p[A + B];
-  uint64_t moves, at;
-  probes_init(p, A + B);
-  for (int i = 0; i < A + B; i++)
-    start_at(&p[i], i < A ? 100 : 150);
-  for (int i = 0; i < A + B; i++)
-    start_at(&p[i], (i < A ? 5000 : 9000) + (uint64_t)i);
-  cr_assert_eq(tw_advance_slice(wheel_, 100, 36), 0); /* 36 re-filed */
-  moves = tw_moves(wheel_);
-  at = tw_next_expiry(wheel_);
-  cr_assert_eq(tw_moves(wheel_) - moves, 64, "one call re-filed %llu",
-               (unsigned long long)(tw_moves(wheel_) - moves));
-  cr_assert_eq(at, 150); /* tick 150's dirty bound, not re-filed */
-  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
-  cr_assert_eq(tw_advance(wheel_, 10000, TW_ALL), A + B);
+  PAUSED_WALK_SETUP(1);
+  cr_assert_eq(at, 165);
+  cr_assert_eq(tw_advance(wheel_, 20000, TW_ALL), A + B);
   log_len = 0;
 }
 
