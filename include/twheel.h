@@ -3,7 +3,8 @@
  *
  * One wheel per loop keeps any number of timers while the loop itself holds
  * one timer: ask tw_next_wakeup() when to wake (tw_next_expiry() is the
- * earliest deadline), call tw_advance_slice() or tw_advance() when woken.
+ * earliest deadline, or a bound before it: rule 8), call tw_advance_slice()
+ * or tw_advance() when woken.
  * The wheel knows nothing about clocks: time is an unsigned 64-bit tick count
  * in the caller's unit (the adapters use milliseconds).
  *

@@ -120,14 +120,10 @@ static uint64_t earliest_in_slots(tw_wheel *w, size_t refile_left) {
 
 /*
  * One call re-files at most TW_EXPIRY_REFILES timers in all (rule 8): the
- * end of a paused walk may move on every timer left in it, which counts
- * against what the slots' search may re-file. Each had its own 64 before,
- * and a call re-filed 128
- * (rule8_one_next_expiry_refiles_at_most_64_after_a_paused_walk). (Skipping
- * the search when a timer due by pos answers, as every slot starts after
- * pos, cost 3 instructions a call: 1.7 per fired timer in the peer
- * benchmark's spread at N = 1e5. Not kept: it only spares a re-filing
- * that makes a slot exact for later.)
+ * end of a paused walk may move on every timer left in it (no more than
+ * TW_RESCAN_LIMIT, the condition below), which counts against what the
+ * slots' search may re-file
+ * (rule8_one_next_expiry_refiles_at_most_1024_after_a_paused_walk).
  */
 uint64_t tw_next_expiry(tw_wheel *w) {
   uint64_t earliest;

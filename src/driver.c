@@ -96,7 +96,7 @@ int tw_driver_rearm(tw_driver *d, uint64_t at) {
     return -EINVAL;
   if (d->dispatching || d->closed)
     return 0;
-  d->wheel->fenced = 0; /* the queued wakeup it was for is cancelled */
+  d->wheel->fenced = 0; /* its wakeup is cancelled, or runs later (a break) */
   if (d->armed == TW_NEVER)
     return set_from_nothing(d, at, 0);
   if (d->armed < at)

@@ -121,7 +121,7 @@ typedef struct tw_ev_timer tw_ev_timer;
 /*
  * A timer: embed it in your connection struct (tw_ev_timer_assign) or let
  * tw_ev_timer_new allocate it. Every field is private: use the functions.
- * sizeof(tw_ev_timer) is the whole per-timer cost: 80 bytes on x86-64 (72
+ * sizeof(tw_ev_timer) is the whole per-timer cost: 80 bytes on LP64 (72
  * before it kept its expiry to the ns for tw_ev_timer_pending), against 128
  * for a struct event.
  */
@@ -220,9 +220,10 @@ TW_EXTERN void tw_ev_timer_free(tw_ev_timer *t);
  *    activation waits for the next dispatch with no fence, and the timer
  *    runs in it, in that dispatch's first iteration (before the I/O it
  *    polls, where libevent runs its own timer added then after that I/O);
- *    such an add also ends the fence of a timer added before the break,
- *    which then runs with it. A timer fenced before a break with no add
- *    after it runs one dispatch later than libevent's would (the wakeup
+ *    any add with a timeval after the break also ends the fence of a timer
+ *    added before it, which then runs with it. A timer fenced before a
+ *    break with no such add after it runs one loop iteration later than
+ *    libevent's would (with EVLOOP_ONCE, one dispatch later: the wakeup
  *    cannot tell that a break came between).
  *    With the event not activated, the add re-arms it to wake at the next
  *    iteration, since it may wait for an earlier deadline that libevent's
