@@ -572,34 +572,6 @@ Test(wheel, rule8_one_next_expiry_refiles_at_most_1024_timers) {
   log_len = 0;
 }
 
-/*
- * The same bound when the call first ends a walk a budget paused (helper
- * 38's probe, scaled): 100 timers due at tick 100, walked 36 by a slice
- * (p[0], the minimum's holder, among them: the slot is dirty), the 64
- * left moved later; and 16 dirty slots of 64 at ticks 150-165, moved
- * later. The walk's end re-files its 64 (with `stale_too`, every timer of
- * tick 100 was moved later first: the walk found none due), and the
- * search then 15 slots: 1,024 in all. Once the walk and the search each
- * had their own budget: 64 more in one call.
- */
-#define PAUSED_WALK_SETUP(stale_too)                                           \
-  enum { A = 100, B = REFILES };                                               \
-  static struct probe p[A + B];                                                \
-  uint64_t moves, at;                                                          \
-  probes_init(p, A + B);                                                       \
-  for (int i = 0; i < A + B; i++)                                              \
-    start_at(&p[i], i < A ? 100 : 150 + (uint64_t)(i - A) / DIRTY_SLOT);       \
-  for (int i = (stale_too) ? 0 : A; i < A + B; i++)                            \
-    start_at(&p[i], 9000 + (uint64_t)i);                                       \
-  cr_assert_eq(tw_advance_slice(wheel_, 100, 36), 0);                          \
-  for (int i = 18; i < 82; i++) /* the 64 tick 100's walk left */              \
-    start_at(&p[i], 9000 + (uint64_t)i);                                       \
-  moves = tw_moves(wheel_);                                                    \
-  at = tw_next_expiry(wheel_);                                                 \
-  cr_assert_eq(tw_moves(wheel_) - moves, REFILES, "one call re-filed %llu",    \
-               (unsigned long long)(tw_moves(wheel_) - moves));                \
-  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1))
-
 /* A dirty slot of more than 64 timers is not re-filed whatever the call
  * may still re-file: its bound answers (a wasted wakeup), and the advance
  * at that time moves the timers on. */
@@ -619,10 +591,43 @@ Test(wheel, rule8_a_dirty_slot_of_more_than_64_answers_its_bound) {
   cr_assert_eq(tw_next_expiry(wheel_), 9000);
 }
 
+/*
+ * The same bound when the call first ends a walk a budget paused (helper
+ * 38's probe, scaled): 100 timers due at tick 100, walked 36 by a slice
+ * (the minimum's holder among them: the slot is dirty), the 64
+ * left moved later; and 16 dirty slots of 64 at ticks 150-165, moved
+ * later. The walk's end re-files its 64 (with `stale_too`, every timer of
+ * tick 100 was moved later first: the walk found none due), and the
+ * search then 15 slots: 1,024 in all. Once the walk and the search each
+ * had their own budget: 64 more in one call.
+ */
+enum { PAUSED_A = 100, PAUSED_B = REFILES };
+static struct probe paused[PAUSED_A + PAUSED_B];
+
+/* The setup above, then one tw_next_expiry: its answer, once it is checked
+ * to have re-filed exactly 1,024 timers. */
+static uint64_t next_expiry_after_a_paused_walk(int stale_too) {
+  uint64_t moves, at;
+  probes_init(paused, PAUSED_A + PAUSED_B);
+  for (int i = 0; i < PAUSED_A + PAUSED_B; i++)
+    start_at(&paused[i],
+             i < PAUSED_A ? 100 : 150 + (uint64_t)(i - PAUSED_A) / DIRTY_SLOT);
+  for (int i = stale_too ? 0 : PAUSED_A; i < PAUSED_A + PAUSED_B; i++)
+    start_at(&paused[i], 9000 + (uint64_t)i);
+  cr_assert_eq(tw_advance_slice(wheel_, 100, 36), 0);
+  for (int i = 18; i < 82; i++) /* the 64 tick 100's walk left */
+    start_at(&paused[i], 9000 + (uint64_t)i);
+  moves = tw_moves(wheel_);
+  at = tw_next_expiry(wheel_);
+  cr_assert_eq(tw_moves(wheel_) - moves, REFILES, "one call re-filed %llu",
+               (unsigned long long)(tw_moves(wheel_) - moves));
+  cr_assert_null(tw__check(wheel_, 1), "%s", tw__check(wheel_, 1));
+  return at;
+}
+
 /* The walk took 36 due timers: they answer, exactly. */
 Test(wheel, rule8_one_next_expiry_refiles_at_most_1024_after_a_paused_walk) {
-  PAUSED_WALK_SETUP(0);
-  cr_assert_eq(at, 100);
+  cr_assert_eq(next_expiry_after_a_paused_walk(0), 100);
   cr_assert_eq(tw_advance(wheel_, 100, TW_ALL), 36);
   log_len = 0;
 }
@@ -631,9 +636,8 @@ Test(wheel, rule8_one_next_expiry_refiles_at_most_1024_after_a_paused_walk) {
  * the slice): tick 165's dirty slot, the 16th, answers as it is, early
  * (more than 64 are active). */
 Test(wheel, rule8_a_paused_walk_s_refilings_count_against_the_search) {
-  PAUSED_WALK_SETUP(1);
-  cr_assert_eq(at, 165);
-  cr_assert_eq(tw_advance(wheel_, 20000, TW_ALL), A + B);
+  cr_assert_eq(next_expiry_after_a_paused_walk(1), 165);
+  cr_assert_eq(tw_advance(wheel_, 20000, TW_ALL), PAUSED_A + PAUSED_B);
   log_len = 0;
 }
 
