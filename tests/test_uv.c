@@ -919,6 +919,44 @@ Test(uv, unreferenced_timers_fire_while_a_referenced_one_keeps_the_loop) {
   cr_assert_eq(uv_loop_alive(&loop), 0);
 }
 
+/* Unreferenced timers alone, while a plain uv_timer_t keeps the loop alive:
+ * the one due at entry runs before the poll, and the one that comes due
+ * with the uv_timer_t, during the poll, runs in the same UV_RUN_ONCE, as
+ * libuv's would. A wakeup that waits for the next prepare phase (the rule
+ * of one call per UV_RUN_ONCE, on libuv 1.44) found the loop ended: the
+ * adapter's handles are unreferenced, uv_run() returned 0, and the timer
+ * stayed active, due, and never ran. */
+static int keeper_calls;
+static void keeper_cb(uv_timer_t *h) {
+  (void)h;
+  keeper_calls++;
+}
+
+Test(uv, unreferenced_timers_due_while_a_uv_timer_keeps_the_loop_all_run) {
+  static struct probe p[2];
+  static uv_timer_t keeper; /* closed by the teardown's run */
+  int runs = 0;
+  probes_init(p, 2);
+  keeper_calls = 0;
+  start(&p[0], 1, 0);
+  start(&p[1], 20, 0);
+  tw_uv_timer_unref(&p[0].t);
+  tw_uv_timer_unref(&p[1].t);
+  cr_assert_eq(uv_timer_init(&loop, &keeper), 0);
+  cr_assert_eq(uv_timer_start(&keeper, keeper_cb, 20, 0), 0);
+  uv_sleep(3); /* p[0] is due when uv_run starts, p[1] during its poll */
+  while (runs < 10 && uv_run(&loop, UV_RUN_ONCE))
+    runs++;
+  cr_assert_eq(keeper_calls, 1);
+  cr_assert_eq(p[0].calls, 1);
+  cr_assert_eq(p[1].calls, 1,
+               "the unreferenced timer due with the "
+               "uv_timer_t never ran");
+  cr_assert_not(tw_uv_timer_is_active(&p[1].t));
+  cr_assert_eq(uv_loop_alive(&loop), 0);
+  uv_close((uv_handle_t *)&keeper, NULL);
+}
+
 /* uv_timer_get_due_in: max(0, deadline - uv_now), so 0 for a timer due
  * but not run yet. */
 Test(uv, due_in_of_a_timer_due_but_not_run_yet_is_zero) {
@@ -1123,6 +1161,66 @@ Test(uv, zero_timers_started_from_a_callback_run_in_the_next_iteration) {
   cr_assert_eq(log_[1].iteration, log_[0].iteration);
   cr_assert_gt(log_[2].iteration, log_[0].iteration, "ran in the same pass");
   cr_assert_eq(log_[3].iteration, log_[2].iteration);
+}
+
+/* A wakeup that waits for the prepare phase on libuv 1.44 (its callbacks ran
+ * before the poll, and the next came due during it) runs only the timers
+ * started before it: a 0 ms timer started meanwhile from an idle callback
+ * runs in the next iteration, after a uv_timer_t started before it in that
+ * callback, as libuv runs its own. It ran at that prepare phase, in the
+ * iteration it was started in, before its poll and ahead of the uv_timer_t.
+ * (On libuv >= 1.45 nothing waits, and the same holds.) */
+static struct probe idle_probes[3];
+static uv_timer_t idle_twin;
+static int idle_twin_calls;
+static size_t idle_twin_at;           /* log_len when the uv_timer_t ran */
+static unsigned long idle_started_at; /* iterations when the idle started */
+
+static void idle_twin_cb(uv_timer_t *h) {
+  (void)h;
+  idle_twin_calls++;
+  idle_twin_at = log_len;
+}
+
+static void idle_starts_twin_then_zero_timer(uv_idle_t *idle) {
+  cr_assert_eq(uv_timer_start(&idle_twin, idle_twin_cb, 0, 0), 0);
+  start(&idle_probes[2], 0, 0);
+  idle_started_at = iterations;
+  uv_idle_stop(idle);
+}
+
+/* The end of the first poll, p[0] having run before it: the idle callback
+ * runs in the next iteration, after its timer phase has deferred the
+ * wakeup p[1] came due for. */
+static uv_idle_t starter;
+static void check_starts_the_idle(uv_check_t *check) {
+  if (idle_probes[0].calls == 1) {
+    cr_assert_eq(uv_idle_start(&starter, idle_starts_twin_then_zero_timer), 0);
+    uv_check_stop(check);
+  }
+}
+
+Test(uv, a_zero_timer_started_while_a_wakeup_waits_runs_in_the_next_iteration) {
+  static uv_check_t check; /* closed by the teardown's run */
+  probes_init(idle_probes, 3);
+  idle_twin_calls = 0;
+  cr_assert_eq(uv_timer_init(&loop, &idle_twin), 0);
+  cr_assert_eq(uv_idle_init(&loop, &starter), 0);
+  cr_assert_eq(uv_check_init(&loop, &check), 0);
+  cr_assert_eq(uv_check_start(&check, check_starts_the_idle), 0);
+  uv_unref((uv_handle_t *)&check);
+  start(&idle_probes[0], 1, 0);
+  start(&idle_probes[1], 20, 0);
+  uv_sleep(3); /* p[0] is due when uv_run starts, p[1] during its poll */
+  cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  EXPECT_FIRED(0, 1, 2);
+  cr_assert_eq(idle_twin_calls, 1);
+  cr_assert_gt(log_[2].iteration, idle_started_at,
+               "the 0 ms timer ran in the iteration it was started in");
+  cr_assert_eq(idle_twin_at, 2, "the uv_timer_t started first ran after it");
+  uv_close((uv_handle_t *)&idle_twin, NULL);
+  uv_close((uv_handle_t *)&starter, NULL);
+  uv_close((uv_handle_t *)&check, NULL);
 }
 
 /* A callback restarting itself with 0 ms does not starve real I/O: a TCP

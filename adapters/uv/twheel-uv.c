@@ -121,13 +121,30 @@ static void expire(tw_uv *d, int before_poll) {
   }
 }
 
+/*
+ * A wakeup after the poll that follows callbacks run before it waits for
+ * the next prepare phase (top of this file), and takes only the timers
+ * started before it: the fence keeps those started meanwhile (by idle or
+ * pending callbacks, or between two uv_run() calls) for a wakeup of their
+ * own in a later timer phase, as libuv runs a timer started from a
+ * callback, where the prepare phase ran them in the iteration they were
+ * started in, before its poll, ahead of a uv_timer_t started before them.
+ * It waits only while a referenced timer is active: the adapter's handles,
+ * referenced then, keep the loop alive until that prepare phase. With
+ * unreferenced timers alone the loop may end first (uv_run() returns 0),
+ * and the wakeup would never run though its timers came due while the
+ * loop was alive; it runs at once instead, as libuv 1.44 runs its timers
+ * in both timer phases of a UV_RUN_ONCE.
+ */
 static void on_timer(uv_timer_t *timer) {
   tw_uv *d = timer->data;
   int after_poll = d->due_at_check;
 
   d->due_at_check = d->after_check = 0;
-  if (after_poll && d->ran_before_poll) { /* only with one_pass */
-    d->run_at_prepare = 1;                /* the next iteration's */
+  if (after_poll && d->ran_before_poll && /* only with one_pass */
+      tw__uv_referenced(&d->head) > 0) {
+    d->run_at_prepare = 1; /* the next iteration's */
+    tw_driver_fence(&d->head.driver);
     sync_prepare(d);
     return;
   }

@@ -43,7 +43,15 @@
  *    next prepare phase, in order and never early. In UV_RUN_DEFAULT that
  *    is the same iteration, before its poll, after the loop's idle and
  *    pending callbacks (instead of before them); in UV_RUN_ONCE it is the
- *    start of the next uv_run(). The check handle, which marks the end of
+ *    start of the next uv_run(). That wakeup runs only the timers started
+ *    before it (tw_driver_fence, twheel.h): one started meanwhile, from an
+ *    idle or pending callback or between two calls, runs in a later timer
+ *    phase, as libuv's own would. The wakeup waits only while a referenced
+ *    timer is active, which keeps the loop alive until it runs; with
+ *    unreferenced timers alone it runs at once, so that none of them that
+ *    came due while the loop was alive is left behind when uv_run()
+ *    returns 0 (they may then run in both timer phases of a UV_RUN_ONCE,
+ *    as libuv 1.44's own). The check handle, which marks the end of
  *    each poll, is active while the wheel has timers. On libuv >= 1.45 none
  *    of this runs (only 1.44 is tested: Debian 12 has nothing newer).
  *
@@ -172,9 +180,9 @@ TW_EXTERN uv_loop_t *tw_uv_loop(const tw_uv *d);
  * above), fired (twheel callbacks run), rearms (the shared uv_timer_t
  * started again or stopped; a stop and a start made together count once)
  * and maintenance (wakeups that ran no callback because they only moved
- * timers for the wheel's paced work or put a crowded millisecond in order:
- * tw_stats, twheel.h). Valid until close_cb has run. 0, or UV_EINVAL for
- * NULL.
+ * timers for the wheel's paced work, put a crowded millisecond in order,
+ * or met a fence: tw_stats, twheel.h). Valid until close_cb has run. 0, or
+ * UV_EINVAL for NULL.
  */
 TW_EXTERN int tw_uv_stats(const tw_uv *d, tw_stats *out);
 
