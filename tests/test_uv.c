@@ -847,6 +847,64 @@ Test(uv, zero_timeout_restarted_in_its_callback_runs_once_per_uv_run_once) {
   cr_assert_eq(tw_uv_timer_stop(&p.t), 0);
 }
 
+/* The adapter tells a start made after the check phase (whose timer phase
+ * comes after the poll) from one made before a poll by the loop's time: a
+ * timer phase updates it. Here a uv_run() returns after a check phase that
+ * no wakeup of the adapter's followed (UV_RUN_NOWAIT; a UV_RUN_ONCE whose
+ * poll an idle callback kept from waiting, and whose second timer phase ran
+ * nothing), a plain uv_timer_t comes due between the two calls and,
+ * in the next UV_RUN_ONCE's first timer phase, starts a twheel timer of 0 ms
+ * repeating every 2 ms, whose calls take 3 ms: due again after the poll, it
+ * still runs once per call. Taken for a start after the check phase, it ran
+ * at once, and again after the poll: twice in that UV_RUN_ONCE, as libuv
+ * 1.44 runs a uv_timer_t. */
+static struct probe *started_by_plain;
+static void start_zero_repeating(uv_timer_t *h) {
+  (void)h;
+  start(started_by_plain, 0, 2);
+}
+
+static void spin_3_ms(struct probe *p) {
+  uint64_t until = uv_hrtime() + 3 * 1000000;
+  while (uv_hrtime() < until)
+    ;
+  if (p->calls == 6)
+    cr_assert_eq(tw_uv_timer_stop(&p->t), 0);
+}
+
+Test(uv,
+     a_timer_started_before_the_poll_after_a_call_s_check_runs_once_per_call) {
+  static struct probe p[2];
+  static uv_timer_t plain; /* closed by the teardown's run */
+  static uv_idle_t idle;
+  cr_assert_eq(uv_timer_init(&loop, &plain), 0);
+  cr_assert_eq(uv_idle_init(&loop, &idle), 0);
+  for (int first = 0; first < 2; first++) {
+    probes_init(p, 2);
+    started_by_plain = &p[1];
+    p[1].then = spin_3_ms;
+    start(&p[0], 60000, 0); /* armed, never due */
+    if (first == 0) {
+      cr_assert_eq(uv_run(&loop, UV_RUN_NOWAIT), 1);
+    } else {
+      cr_assert_eq(uv_idle_start(&idle, stop_idle), 0);
+      cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 1);
+    }
+    cr_assert_eq(uv_timer_start(&plain, start_zero_repeating, 5, 0), 0);
+    uv_sleep(10); /* due before the next call */
+    for (int run = 1; run <= 10 && p[1].calls < 6; run++) {
+      int before = p[1].calls;
+      cr_assert_eq(uv_run(&loop, UV_RUN_ONCE), 1);
+      cr_assert_leq(p[1].calls - before, 1,
+                    "%s, then run %d called it %d times",
+                    first == 0 ? "UV_RUN_NOWAIT" : "UV_RUN_ONCE", run,
+                    p[1].calls - before);
+    }
+    cr_assert_eq(p[1].calls, 6);
+    cr_assert_eq(tw_uv_timer_stop(&p[0].t), 0);
+  }
+}
+
 /* In UV_RUN_DEFAULT nothing changes: a repeating timer runs once per loop
  * iteration, every period. */
 static void stop_at_ten(struct probe *p) {

@@ -47,6 +47,7 @@ struct tw_uv {
   unsigned char one_pass;       /* libuv < 1.45: see the top of this file */
   unsigned char due_at_check;   /* the loop timer was due when the poll ended */
   unsigned char after_check;    /* the check phase ran, the timer phase not */
+  uint64_t check_time;          /* uv_now() in that check phase */
   unsigned char ran_since_check; /* callbacks ran since, before the next poll */
   unsigned char ran_before_poll; /* ... before the poll that ended last */
 };
@@ -178,6 +179,7 @@ static void on_check(uv_check_t *check) {
   d->ran_since_check = 0;
   d->due_at_check = armed && uv_timer_get_due_in(&d->timer) == 0;
   d->after_check = 1;
+  d->check_time = uv_now(d->head.loop);
   /* `deferred` and `run_at_prepare` are never set here: a prepare phase
    * always comes between the timer phase that sets them and this one. */
   if (!armed && !d->ran_before_poll)
@@ -200,8 +202,15 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
   } else {
     uv_timer_start(&d->timer, on_timer, at > now ? at - now : 0, 0);
     /* Due now from a check or close callback: the timer phase that follows
-     * this poll runs it, as if the check phase had seen it due. */
-    d->due_at_check = d->after_check && at <= now;
+     * this poll runs it, as if the check phase had seen it due. Those
+     * callbacks see the check phase's time; a timer phase updates it
+     * first, so a later time means that a timer phase has run since
+     * (one that did not fire the loop timer, which would have cleared
+     * after_check: the next uv_run()'s first, or the second of a
+     * UV_RUN_ONCE), and the start is from one of its callbacks or between
+     * two calls, before a poll. Within the check's millisecond the two
+     * cannot be told apart. */
+    d->due_at_check = d->after_check && at <= now && now == d->check_time;
   }
   sync_prepare(d);
   if (at != TW_NEVER)

@@ -81,10 +81,14 @@
  *    uv_stop) can run a repeating timer twice, as libuv 1.44 itself would,
  *    if a timer came due between the two calls; and so can the UV_RUN_ONCE
  *    after one that no wakeup of the adapter's ended (a plain uv_timer_t or
- *    I/O did), if a timer due at once was started between the two: the
- *    adapter takes that start for one from a check or close callback, whose
- *    timer phase comes after the poll, and no libuv 1.44 callback tells it
- *    otherwise without making the loop spin;
+ *    I/O did), if a timer due at once was started between the two within
+ *    the millisecond of the first one's check phase: the adapter takes that
+ *    start for one from a check or close callback, whose timer phase comes
+ *    after the poll. It tells the two by the loop's time, which every timer
+ *    phase updates (test
+ *    a_timer_started_before_the_poll_after_a_call_s_check_runs_once_per_call),
+ *    and no libuv 1.44 callback tells them apart within that millisecond
+ *    without making the loop spin;
  *  - re-arming is lazy: a stop, or a reset to a later deadline, of the
  *    timer the loop timer waits for leaves the loop timer as it is; its
  *    wakeup then runs nothing (empty_wakeups, tw_uv_stats) and re-arms, so
