@@ -247,8 +247,10 @@ TW_EXTERN size_t tw_advance(tw_wheel *w, uint64_t now, size_t max_fire);
  * From inside a callback: the advance running now runs no other callback
  * and returns once that callback returns (libevent's
  * event_base_loopbreak), having moved the timers it owed the pace
- * (tw_next_wakeup: a few, for a loop that advances every tick), so that a
- * loop that breaks at every advance still moves them a few at a time.
+ * (tw_next_wakeup: a few, for a loop that advances every tick) up to the
+ * time it had reached, so that a loop that breaks at every advance still
+ * moves them a few at a time, also when its breaks leave the wheel behind
+ * its time (two callbacks that break at every tick).
  * Timers due and not run yet stay due, in order, and run first at the next
  * advance; until then tw_next_expiry() is <= tw_now(w). Outside an
  * advance, or for NULL, nothing happens.
