@@ -59,8 +59,8 @@
  * started with a deadline <= now wait in `due`, in start order, so such a
  * start is O(1) and a timer started by a callback never runs in that same
  * advance; `due` is sorted when read (due_unsorted says whether it must be).
- * pos < now only after an advance stopped at its budget: the next advance
- * goes on from pos.
+ * pos < now only after an advance stopped short of now (its budget,
+ * max_fire, a fence or a break): the next advance goes on from pos.
  */
 #ifndef TW_WHEEL_H
 #define TW_WHEEL_H

@@ -47,9 +47,9 @@ struct tw_uv {
   unsigned char one_pass;       /* libuv < 1.45: see the top of this file */
   unsigned char due_at_check;   /* the loop timer was due when the poll ended */
   unsigned char after_check;    /* the check phase ran, the timer phase not */
-  uint64_t check_time;          /* uv_now() in that check phase */
   unsigned char ran_since_check; /* callbacks ran since, before the next poll */
   unsigned char ran_before_poll; /* ... before the poll that ended last */
+  uint64_t check_time;           /* uv_now() in the last check phase */
 };
 
 static tw_uv_timer_t *handle_of(tw_timer *t) {
@@ -68,15 +68,28 @@ static tw_uv *adapter_of(tw_driver *driver) {
 /* The inline paths of twheel-uv.h require this layout by name. */
 const unsigned char tw__uv_inline_abi_2 = 1;
 
+static void set_ref(uv_handle_t *handle, int referenced) {
+  (referenced ? uv_ref : uv_unref)(handle); /* both idempotent */
+}
+
+/* The prepare and idle handles also stay referenced while a wakeup is owed
+ * to the prepare phase (on_timer): stopping or unreferencing the last
+ * referenced timer then must not end the loop before it runs the
+ * unreferenced ones that came due while the loop was alive. */
+static void ref_prepare(tw_uv *d) {
+  int referenced = tw__uv_referenced(&d->head) > 0 || d->run_at_prepare;
+  set_ref((uv_handle_t *)&d->prepare, referenced);
+  set_ref((uv_handle_t *)&d->idle, referenced);
+}
+
 /* Liveness (twheel-uv.h, tw__uv_referenced): the shared handles are
- * referenced iff an active timer is. uv_ref and uv_unref are idempotent. */
+ * referenced iff an active timer is, but for ref_prepare's case. */
 void tw__uv_recount(struct tw_uv__head *head) {
   tw_uv *d = (tw_uv *)(void *)head; /* its first member */
-  void (*set)(uv_handle_t *) = tw__uv_referenced(head) ? uv_ref : uv_unref;
-  set((uv_handle_t *)&d->timer);
-  set((uv_handle_t *)&d->prepare);
-  set((uv_handle_t *)&d->idle);
-  set((uv_handle_t *)&d->check);
+  int referenced = tw__uv_referenced(head) > 0;
+  set_ref((uv_handle_t *)&d->timer, referenced);
+  set_ref((uv_handle_t *)&d->check, referenced);
+  ref_prepare(d);
   tw_driver_stopped(&head->driver);
 }
 
@@ -103,6 +116,7 @@ static void sync_prepare(tw_uv *d) {
     uv_prepare_stop(&d->prepare);
     uv_idle_stop(&d->idle);
   }
+  ref_prepare(d);
 }
 
 /* The check handle follows the polls on libuv < 1.45 only; without it
@@ -124,18 +138,13 @@ static void expire(tw_uv *d, int before_poll) {
 
 /*
  * A wakeup after the poll that follows callbacks run before it waits for
- * the next prepare phase (top of this file), and takes only the timers
- * started before it: the fence keeps those started meanwhile (by idle or
- * pending callbacks, or between two uv_run() calls) for a wakeup of their
- * own in a later timer phase, as libuv runs a timer started from a
- * callback, where the prepare phase ran them in the iteration they were
- * started in, before its poll, ahead of a uv_timer_t started before them.
- * It waits only while a referenced timer is active: the adapter's handles,
- * referenced then, keep the loop alive until that prepare phase. With
- * unreferenced timers alone the loop may end first (uv_run() returns 0),
- * and the wakeup would never run though its timers came due while the
- * loop was alive; it runs at once instead, as libuv 1.44 runs its timers
- * in both timer phases of a UV_RUN_ONCE.
+ * the next prepare phase (top of this file; the header says what it does),
+ * fenced: the timers started meanwhile (from idle or pending callbacks, or
+ * between two calls) wait for a wakeup after it, not run in the iteration
+ * that started them. It waits only when a referenced timer is active:
+ * with unreferenced timers alone, holding the loop alive for it would
+ * hold it for ever if each such wakeup left another (a repeating timer
+ * slower than its period), so it runs at once.
  */
 static void on_timer(uv_timer_t *timer) {
   tw_uv *d = timer->data;

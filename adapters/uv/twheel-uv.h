@@ -45,15 +45,21 @@
  *    pending callbacks (instead of before them); in UV_RUN_ONCE it is the
  *    start of the next uv_run(). That wakeup runs only the timers started
  *    before it (tw_driver_fence, twheel.h): one started meanwhile, from an
- *    idle or pending callback or between two calls, runs in a later timer
- *    phase, as libuv's own would. The wakeup waits only while a referenced
- *    timer is active, which keeps the loop alive until it runs; with
- *    unreferenced timers alone it runs at once, so that none of them that
- *    came due while the loop was alive is left behind when uv_run()
- *    returns 0 (they may then run in both timer phases of a UV_RUN_ONCE,
- *    as libuv 1.44's own). The check handle, which marks the end of
- *    each poll, is active while the wheel has timers. On libuv >= 1.45 none
- *    of this runs (only 1.44 is tested: Debian 12 has nothing newer).
+ *    idle or pending callback or between two calls, never runs in the
+ *    iteration that started it, but at a wakeup after, which the same rule
+ *    may leave to the next prepare phase: in UV_RUN_DEFAULT the next
+ *    iteration's, in UV_RUN_ONCE the call after next (one call after a
+ *    uv_timer_t started with it). The wakeup waits only when a referenced
+ *    timer is active, and the adapter's prepare and idle handles stay
+ *    referenced until it has run, even if the last referenced timer stops
+ *    meanwhile, so that no unreferenced timer that came due while the loop
+ *    was alive is left behind when uv_run() returns 0. With unreferenced
+ *    timers alone it runs at once (holding the loop for it could hold it
+ *    for ever), and a repeating one may then run in both timer phases of a
+ *    UV_RUN_ONCE, as libuv 1.44's own do. The check handle, which marks the
+ *    end of each poll, is active while the wheel has timers. On libuv >=
+ *    1.45 none of this runs (only 1.44 is tested: Debian 12 has nothing
+ *    newer).
  *
  * Differences from uv_timer_t that remain, on purpose:
  *  - a timer is not a uv_handle_t: no uv_close (stop it; its memory may
@@ -72,7 +78,7 @@
  *  - on libuv 1.44, the newer libuvs' behaviours above (0 ms from a
  *    callback waits for the next iteration; at most one call per
  *    UV_RUN_ONCE), with the prepare-phase shift they need. The adapter
- *    infers where it is from the loop's phases, and three rare sequences
+ *    infers where it is from the loop's phases, and five rare sequences
  *    escape it: a timer that comes due in the instant between the check
  *    phase and the timer phase (the millisecond turns after an I/O wakeup)
  *    can make the next UV_RUN_ONCE return without running the callbacks due
@@ -88,7 +94,11 @@
  *    phase updates (test
  *    a_timer_started_before_the_poll_after_a_call_s_check_runs_once_per_call),
  *    and no libuv 1.44 callback tells them apart within that millisecond
- *    without making the loop spin;
+ *    without making the loop spin; a check or close callback that calls
+ *    uv_update_time() before it starts a timer due at once is taken for a
+ *    start before a poll by that test, and a repeating timer may then run
+ *    twice in that UV_RUN_ONCE; and, with unreferenced timers alone, a
+ *    repeating one may run twice in one UV_RUN_ONCE (above);
  *  - re-arming is lazy: a stop, or a reset to a later deadline, of the
  *    timer the loop timer waits for leaves the loop timer as it is; its
  *    wakeup then runs nothing (empty_wakeups, tw_uv_stats) and re-arms, so
@@ -209,7 +219,8 @@ TW_EXTERN int tw_uv_timer_init(tw_uv *d, tw_uv_timer_t *handle);
  * A timer started while this adapter's callbacks run fires at the earliest
  * in the next loop iteration, whatever its timeout (libuv >= 1.48 does the
  * same; 1.44 reruns a 0 ms timer in the same pass), and a timer is called
- * at most once per uv_run(UV_RUN_ONCE) (libuv >= 1.45; see the top).
+ * at most once per uv_run(UV_RUN_ONCE) (libuv >= 1.45; see the top for
+ * the sequences that escape it on 1.44).
  * UV_EINVAL for a NULL callback or handle, an uninitialised handle, or a
  * closing adapter (nothing changed).
  */
