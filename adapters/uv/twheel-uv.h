@@ -78,7 +78,7 @@
  *  - on libuv 1.44, the newer libuvs' behaviours above (0 ms from a
  *    callback waits for the next iteration; at most one call per
  *    UV_RUN_ONCE), with the prepare-phase shift they need. The adapter
- *    infers where it is from the loop's phases, and five rare sequences
+ *    infers where it is from the loop's phases, and six rare sequences
  *    escape it: a timer that comes due in the instant between the check
  *    phase and the timer phase (the millisecond turns after an I/O wakeup)
  *    can make the next UV_RUN_ONCE return without running the callbacks due
@@ -97,8 +97,14 @@
  *    without making the loop spin; a check or close callback that calls
  *    uv_update_time() before it starts a timer due at once is taken for a
  *    start before a poll by that test, and a repeating timer may then run
- *    twice in that UV_RUN_ONCE; and, with unreferenced timers alone, a
- *    repeating one may run twice in one UV_RUN_ONCE (above);
+ *    twice in that UV_RUN_ONCE; with unreferenced timers alone, a
+ *    repeating one may run twice in one UV_RUN_ONCE (above); and a plain
+ *    uv_timer_t whose callback, in the timer phase that ran the adapter's
+ *    wakeup, starts a twheel timer due at once re-arms the loop timer for
+ *    now, which libuv 1.44 runs again in that same phase: that timer can
+ *    run twice in it, as 1.44's own (the adapter cannot tell that phase
+ *    from the time between two uv_run() calls after it, where deferring
+ *    such a start would make UV_RUN_NOWAIT skip it);
  *  - re-arming is lazy: a stop, or a reset to a later deadline, of the
  *    timer the loop timer waits for leaves the loop timer as it is; its
  *    wakeup then runs nothing (empty_wakeups, tw_uv_stats) and re-arms, so
