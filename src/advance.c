@@ -489,13 +489,11 @@ static size_t advance(tw_wheel *w, uint64_t now, size_t max_fire, size_t work) {
     return ran;
   }
   w->fenced = 0; /* a fence holds for one advance */
-  /* The pace is paid after a break too, at pos, which a break may leave
-   * behind now: a loop that broke at every advance would otherwise owe a
-   * whole source at its deadline (pace.c), and one whose breaks left pos
-   * behind at every advance (two callbacks that break, each due at every
-   * tick; or a loop advancing every other tick) never paid it, and moved
-   * a whole source in one advance. What the budget left says whether this
-   * advance used it all up (tw__next_times). */
+  /* The pace is paid at pos whenever budget is left, after a break too,
+   * even one that left pos behind now: a loop whose every advance breaks
+   * would otherwise owe a whole source at its deadline (pace.c). What the
+   * budget left says whether this advance used it all up
+   * (tw__next_times). */
   w->break_pending = 0;
   if (work > 0 && w->head.pos >= w->pace_next)
     work -= tw__pace(w, work);

@@ -212,13 +212,11 @@ static int arm(tw_driver *driver, uint64_t at, int from_expiry) {
     uv_timer_start(&d->timer, on_timer, at > now ? at - now : 0, 0);
     /* Due now from a check or close callback: the timer phase that follows
      * this poll runs it, as if the check phase had seen it due. Those
-     * callbacks see the check phase's time; a timer phase updates it
-     * first, so a later time means that a timer phase has run since
-     * (one that did not fire the loop timer, which would have cleared
-     * after_check: the next uv_run()'s first, or the second of a
-     * UV_RUN_ONCE), and the start is from one of its callbacks or between
-     * two calls, before a poll. Within the check's millisecond the two
-     * cannot be told apart. */
+     * callbacks see the check phase's time; every timer phase updates it
+     * first, so a later time means a start from a timer phase that did
+     * not fire the loop timer (which clears after_check), or between two
+     * calls: before a poll. Within the check's millisecond the two cannot
+     * be told apart. */
     d->due_at_check = d->after_check && at <= now && now == d->check_time;
   }
   sync_prepare(d);
