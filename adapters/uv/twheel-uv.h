@@ -24,8 +24,10 @@
  *    millisecond run none until all are put in start order, a slice per
  *    iteration (libuv runs them all in one pass).
  *  - loop liveness as in Node.js: the shared handles are referenced only
- *    while at least one referenced timer is active, so uv_run() returns when
- *    only unreferenced timers remain.
+ *    while at least one referenced timer is active (on libuv 1.44, the
+ *    prepare and idle handles also until a wakeup owed to the prepare
+ *    phase has run: see below), so uv_run() returns when only unreferenced
+ *    timers remain.
  *  - a callback that restarts a timer with 0 ms never starves I/O: a timer
  *    started while callbacks run fires at the earliest in the next loop
  *    iteration (libuv >= 1.48 does the same). When that leaves a timer due
@@ -53,13 +55,15 @@
  *    timer is active, and the adapter's prepare and idle handles stay
  *    referenced until it has run, even if the last referenced timer stops
  *    meanwhile, so that no unreferenced timer that came due while the loop
- *    was alive is left behind when uv_run() returns 0. With unreferenced
- *    timers alone it runs at once (holding the loop for it could hold it
- *    for ever), and a repeating one may then run in both timer phases of a
- *    UV_RUN_ONCE, as libuv 1.44's own do. The check handle, which marks the
- *    end of each poll, is active while the wheel has timers. On libuv >=
- *    1.45 none of this runs (only 1.44 is tested: Debian 12 has nothing
- *    newer).
+ *    was alive is left behind when uv_run() returns 0 (unless more than
+ *    one slice of them came due at once: the rest wait for later slices,
+ *    for which unreferenced timers alone keep no loop alive). With
+ *    unreferenced timers alone it runs at once (holding the loop for it
+ *    could hold it for ever), and a repeating one may then run in both
+ *    timer phases of a UV_RUN_ONCE, as libuv 1.44's own do. The check
+ *    handle, which marks the end of each poll, is active while the wheel
+ *    has timers. On libuv >= 1.45 none of this runs (only 1.44 is tested:
+ *    Debian 12 has nothing newer).
  *
  * Differences from uv_timer_t that remain, on purpose:
  *  - a timer is not a uv_handle_t: no uv_close (stop it; its memory may
@@ -342,11 +346,12 @@ TW_EXTERN int tw__uv_timer_stop(tw_uv_timer_t *handle);
 /*
  * Liveness. Every active timer of the wheel is one of the adapter's
  * handles, so the active referenced ones number tw_count(wheel) -
- * unrefd_active, and the adapter's handles are referenced exactly while
- * that is above 0. A referenced timer's start and stop write nothing of
- * the adapter's own for it: they compare the wheel's count, which the
- * core keeps anyway, with unrefd_active, and call tw__uv_recount when the
- * difference may have crossed 0. Counting the referenced timers instead
+ * unrefd_active, and the adapter's handles are referenced while that is
+ * above 0 (and the prepare and idle handles while a wakeup is owed to the
+ * prepare phase: ref_prepare, twheel-uv.c). A referenced timer's start and stop
+ * write nothing of the adapter's own for it: they compare the wheel's count,
+ * which the core keeps anyway, with unrefd_active, and call tw__uv_recount when
+ * the difference may have crossed 0. Counting the referenced timers instead
  * (0.6) took a read-modify-write of the adapter per start and per stop, at
  * an address known only once the handle's line, mostly a cache miss, had
  * come, and the next call's reads of that count waited for it, we read:
