@@ -87,9 +87,7 @@ static uint64_t min_u64(uint64_t a, uint64_t b) {
  * within `refile_left` in all, or however many it takes when no more than
  * TW_RESCAN_LIMIT are active (the answer is then always exact; each
  * re-filing leaves one more slot exact, so that a call re-files at most 64
- * slots of at most 64 timers). One slot at a time, without the cap, a
- * call re-filed every dirty slot that idle resets had left in a row
- * (32,000 timers for 500 such slots).
+ * slots of at most 64 timers).
  */
 static uint64_t earliest_in_slots(tw_wheel *w, size_t refile_left) {
   for (;;) {

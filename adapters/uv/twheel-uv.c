@@ -76,10 +76,9 @@ static void set_ref(uv_handle_t *handle, int referenced) {
  * to the prepare phase (on_timer): stopping or unreferencing the last
  * referenced timer then must not end the loop before it runs the
  * unreferenced ones that came due while the loop was alive. */
-static void ref_prepare(tw_uv *d) {
-  int referenced = tw__uv_referenced(&d->head) > 0 || d->run_at_prepare;
-  set_ref((uv_handle_t *)&d->prepare, referenced);
-  set_ref((uv_handle_t *)&d->idle, referenced);
+static void ref_prepare(tw_uv *d, int referenced) {
+  set_ref((uv_handle_t *)&d->prepare, referenced || d->run_at_prepare);
+  set_ref((uv_handle_t *)&d->idle, referenced || d->run_at_prepare);
 }
 
 /* Liveness (twheel-uv.h, tw__uv_referenced): the shared handles are
@@ -89,7 +88,7 @@ void tw__uv_recount(struct tw_uv__head *head) {
   int referenced = tw__uv_referenced(head) > 0;
   set_ref((uv_handle_t *)&d->timer, referenced);
   set_ref((uv_handle_t *)&d->check, referenced);
-  ref_prepare(d);
+  ref_prepare(d, referenced);
   tw_driver_stopped(&head->driver);
 }
 
@@ -116,7 +115,7 @@ static void sync_prepare(tw_uv *d) {
     uv_prepare_stop(&d->prepare);
     uv_idle_stop(&d->idle);
   }
-  ref_prepare(d);
+  ref_prepare(d, tw__uv_referenced(&d->head) > 0);
 }
 
 /* The check handle follows the polls on libuv < 1.45 only; without it
